@@ -1,0 +1,521 @@
+//! The delivery envelope (CONTRACT.md §1 "Envelope"), parsed from the raw body
+//! only after the signature has been verified.
+//!
+//! Unknown event types are accepted (they are stored and acknowledged, a refusal
+//! would only burn the sender's retries); only structurally broken envelopes fail.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use thiserror::Error;
+
+use crate::ids::{is_valid_event_id, resource_kind_of, ResourceKind};
+
+/// Longest accepted `type` string.
+pub const MAX_EVENT_TYPE_LEN: usize = 128;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Envelope {
+    pub event_id: String,
+    /// The full `<category>.<action>` string.
+    pub event_type: String,
+    pub category: String,
+    pub action: String,
+    pub created: i64,
+    pub livemode: bool,
+    pub resource_id: String,
+    /// From `data.id`'s prefix; equals the category's kind when the category is known.
+    pub resource_kind: ResourceKind,
+    pub data: Map<String, Value>,
+}
+
+impl Envelope {
+    /// A string field of `data` (e.g. `order_ref`, `amount`, `currency`); `None` if
+    /// absent or not a string.
+    pub fn data_str(&self, key: &str) -> Option<&str> {
+        self.data.get(key).and_then(Value::as_str)
+    }
+}
+
+/// Messages name the field, never its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum EnvelopeError {
+    #[error("body is not a UTF-8 JSON object")]
+    NotJson,
+    #[error("missing field `{0}`")]
+    MissingField(&'static str),
+    #[error("invalid field `{0}`")]
+    InvalidField(&'static str),
+    #[error("malformed event id")]
+    InvalidEventId,
+    #[error("`data.id` is not a known resource id")]
+    InvalidResourceId,
+    #[error("`data.id` is not a resource of the event's category")]
+    ResourceMismatch,
+    #[error("X-Webhook-Id header missing")]
+    WebhookIdMissing,
+    #[error("X-Webhook-Id does not match the body's event_id")]
+    IdMismatch,
+}
+
+impl EnvelopeError {
+    /// Stable code for JSON error replies.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EnvelopeError::NotJson => "invalid_json",
+            EnvelopeError::MissingField(_) => "missing_field",
+            EnvelopeError::InvalidField(_) => "invalid_field",
+            EnvelopeError::InvalidEventId => "invalid_event_id",
+            EnvelopeError::InvalidResourceId => "invalid_resource_id",
+            EnvelopeError::ResourceMismatch => "resource_mismatch",
+            EnvelopeError::WebhookIdMissing => "webhook_id_missing",
+            EnvelopeError::IdMismatch => "id_mismatch",
+        }
+    }
+}
+
+fn required<'a>(
+    obj: &'a Map<String, Value>,
+    name: &'static str,
+) -> Result<&'a Value, EnvelopeError> {
+    obj.get(name).ok_or(EnvelopeError::MissingField(name))
+}
+
+fn required_str<'a>(
+    obj: &'a Map<String, Value>,
+    name: &'static str,
+) -> Result<&'a str, EnvelopeError> {
+    required(obj, name)?
+        .as_str()
+        .ok_or(EnvelopeError::InvalidField(name))
+}
+
+fn is_type_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// Splits `<category>.<action>`; `None` if it does not have that shape.
+fn split_type(t: &str) -> Option<(&str, &str)> {
+    if t.len() > MAX_EVENT_TYPE_LEN {
+        return None;
+    }
+    let (category, action) = t.split_once('.')?;
+    (is_type_part(category) && is_type_part(action)).then_some((category, action))
+}
+
+/// Parses and checks the envelope. `header_event_id` is `X-Webhook-Id`, which
+/// must be present, well-formed and equal to the body's `event_id`.
+pub fn parse_envelope(
+    body: &[u8],
+    header_event_id: Option<&str>,
+) -> Result<Envelope, EnvelopeError> {
+    let header_id = header_event_id.ok_or(EnvelopeError::WebhookIdMissing)?;
+    if !is_valid_event_id(header_id) {
+        return Err(EnvelopeError::InvalidEventId);
+    }
+
+    let value: Value = serde_json::from_slice(body).map_err(|_| EnvelopeError::NotJson)?;
+    let Value::Object(obj) = value else {
+        return Err(EnvelopeError::NotJson);
+    };
+
+    let event_id = required_str(&obj, "event_id")?;
+    if !is_valid_event_id(event_id) {
+        return Err(EnvelopeError::InvalidEventId);
+    }
+    if event_id != header_id {
+        return Err(EnvelopeError::IdMismatch);
+    }
+
+    let event_type = required_str(&obj, "type")?;
+    let (category, action) = split_type(event_type).ok_or(EnvelopeError::InvalidField("type"))?;
+
+    // Integers only: 1.0, "1" and values beyond i64 are refused.
+    let created = required(&obj, "created")?
+        .as_i64()
+        .ok_or(EnvelopeError::InvalidField("created"))?;
+
+    // Optional; an explicit null counts as absent.
+    let livemode = match obj.get("livemode") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(EnvelopeError::InvalidField("livemode")),
+    };
+
+    let data = match required(&obj, "data")? {
+        Value::Object(m) => m,
+        _ => return Err(EnvelopeError::InvalidField("data")),
+    };
+    let resource_id = required_str(data, "id").map_err(|e| match e {
+        EnvelopeError::MissingField(_) => EnvelopeError::MissingField("data.id"),
+        _ => EnvelopeError::InvalidField("data.id"),
+    })?;
+    let resource_kind = resource_kind_of(resource_id).ok_or(EnvelopeError::InvalidResourceId)?;
+    if let Some(expected) = ResourceKind::from_category(category) {
+        if expected != resource_kind {
+            return Err(EnvelopeError::ResourceMismatch);
+        }
+    }
+
+    Ok(Envelope {
+        event_id: event_id.to_owned(),
+        event_type: event_type.to_owned(),
+        category: category.to_owned(),
+        action: action.to_owned(),
+        created,
+        livemode,
+        resource_id: resource_id.to_owned(),
+        resource_kind,
+        data: data.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const CONTRACT_BODY: &str = r#"{"event_id":"evt_9Kq2xT4mLp","type":"invoice.paid","created":1764449990,"livemode":false,"data":{"id":"inv_7Hc3pQ","object":"invoice","status":"paid","amount":"49.00","currency":"USDT","order_ref":"order_1042"}}"#;
+    const ID: &str = "evt_9Kq2xT4mLp";
+
+    fn base() -> Value {
+        serde_json::from_str(CONTRACT_BODY).unwrap()
+    }
+
+    fn parse_v(v: &Value) -> Result<Envelope, EnvelopeError> {
+        parse_envelope(v.to_string().as_bytes(), Some(ID))
+    }
+
+    fn with(path: &[&str], new: Option<Value>) -> Value {
+        let mut v = base();
+        let mut cur = &mut v;
+        for p in &path[..path.len() - 1] {
+            cur = cur.get_mut(*p).unwrap();
+        }
+        let obj = cur.as_object_mut().unwrap();
+        let last = path[path.len() - 1];
+        match new {
+            Some(x) => {
+                obj.insert(last.to_string(), x);
+            }
+            None => {
+                obj.remove(last);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn contract_body_parses() {
+        let e = parse_envelope(CONTRACT_BODY.as_bytes(), Some(ID)).unwrap();
+        assert_eq!(e.event_id, ID);
+        assert_eq!(e.event_type, "invoice.paid");
+        assert_eq!(e.category, "invoice");
+        assert_eq!(e.action, "paid");
+        assert_eq!(e.created, 1764449990);
+        assert!(!e.livemode);
+        assert_eq!(e.resource_id, "inv_7Hc3pQ");
+        assert_eq!(e.resource_kind, ResourceKind::Invoice);
+        assert_eq!(e.data_str("order_ref"), Some("order_1042"));
+        assert_eq!(e.data_str("amount"), Some("49.00"));
+        assert_eq!(e.data_str("currency"), Some("USDT"));
+        assert_eq!(e.data_str("id"), Some("inv_7Hc3pQ"));
+        assert_eq!(e.data_str("nope"), None);
+        assert_eq!(e.data.len(), 6);
+    }
+
+    #[test]
+    fn data_str_only_for_strings() {
+        let v = with(&["data", "amount"], Some(json!(49)));
+        assert_eq!(parse_v(&v).unwrap().data_str("amount"), None);
+    }
+
+    #[test]
+    fn livemode_optional() {
+        assert!(!parse_v(&with(&["livemode"], None)).unwrap().livemode);
+        assert!(
+            !parse_v(&with(&["livemode"], Some(Value::Null)))
+                .unwrap()
+                .livemode
+        );
+        assert!(
+            parse_v(&with(&["livemode"], Some(json!(true))))
+                .unwrap()
+                .livemode
+        );
+        for bad in [json!("true"), json!(1), json!({})] {
+            assert_eq!(
+                parse_v(&with(&["livemode"], Some(bad))),
+                Err(EnvelopeError::InvalidField("livemode"))
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_fields_ignored() {
+        let mut v = base();
+        v["api_version"] = json!("2025-01-01");
+        v["extra"] = json!({"nested": [1, 2, 3]});
+        assert!(parse_v(&v).is_ok());
+    }
+
+    #[test]
+    fn not_json() {
+        for body in [
+            &b""[..],
+            b"not json",
+            b"[]",
+            b"\"string\"",
+            b"42",
+            b"null",
+            b"{\"event_id\":",
+            b"\xff\xfe{}",
+            b"{} {}",
+        ] {
+            assert_eq!(
+                parse_envelope(body, Some(ID)),
+                Err(EnvelopeError::NotJson),
+                "{body:?}"
+            );
+        }
+        // Invalid UTF-8 inside a string.
+        let mut b = CONTRACT_BODY.as_bytes().to_vec();
+        let pos = CONTRACT_BODY.find("USDT").unwrap();
+        b[pos] = 0xC3;
+        assert_eq!(parse_envelope(&b, Some(ID)), Err(EnvelopeError::NotJson));
+    }
+
+    #[test]
+    fn missing_fields() {
+        for (path, name) in [
+            (&["event_id"][..], "event_id"),
+            (&["type"][..], "type"),
+            (&["created"][..], "created"),
+            (&["data"][..], "data"),
+            (&["data", "id"][..], "data.id"),
+        ] {
+            let e = parse_v(&with(path, None)).unwrap_err();
+            assert_eq!(e, EnvelopeError::MissingField(name));
+            assert_eq!(e.code(), "missing_field");
+            assert!(e.to_string().contains(name));
+        }
+    }
+
+    #[test]
+    fn wrong_field_types() {
+        for (path, val, name) in [
+            (&["event_id"][..], json!(5), "event_id"),
+            (&["type"][..], json!(null), "type"),
+            (&["created"][..], json!("1764449990"), "created"),
+            (&["created"][..], json!(1764449990.0), "created"),
+            (&["created"][..], json!(1.5), "created"),
+            (&["created"][..], json!(u64::MAX), "created"),
+            (&["created"][..], json!(null), "created"),
+            (&["data"][..], json!("inv_x"), "data"),
+            (&["data"][..], json!([]), "data"),
+            (&["data", "id"][..], json!(7), "data.id"),
+        ] {
+            assert_eq!(
+                parse_v(&with(path, Some(val))),
+                Err(EnvelopeError::InvalidField(name))
+            );
+        }
+        // Integer forms that are fine.
+        assert_eq!(
+            parse_v(&with(&["created"], Some(json!(0))))
+                .unwrap()
+                .created,
+            0
+        );
+        assert_eq!(
+            parse_v(&with(&["created"], Some(json!(-5))))
+                .unwrap()
+                .created,
+            -5
+        );
+        assert_eq!(
+            parse_v(&with(&["created"], Some(json!(i64::MAX))))
+                .unwrap()
+                .created,
+            i64::MAX
+        );
+        // Exponent notation is a float in JSON terms.
+        let b = CONTRACT_BODY.replace("1764449990", "1.76444999e9");
+        assert_eq!(
+            parse_envelope(b.as_bytes(), Some(ID)),
+            Err(EnvelopeError::InvalidField("created"))
+        );
+    }
+
+    #[test]
+    fn event_type_shape() {
+        for bad in [
+            "",
+            "invoice",
+            "invoice.",
+            ".paid",
+            "Invoice.paid",
+            "invoice.Paid",
+            "invoice.paid.x",
+            "invoice paid",
+            "invoice-x.paid",
+            "invoice..paid",
+            " invoice.paid",
+            "invoice.paid ",
+            "inv\u{e9}.paid",
+        ] {
+            assert_eq!(
+                parse_v(&with(&["type"], Some(json!(bad)))),
+                Err(EnvelopeError::InvalidField("type")),
+                "{bad:?}"
+            );
+        }
+        let long_ok = format!("invoice.{}", "a".repeat(MAX_EVENT_TYPE_LEN - 8));
+        assert_eq!(long_ok.len(), MAX_EVENT_TYPE_LEN);
+        assert!(parse_v(&with(&["type"], Some(json!(long_ok)))).is_ok());
+        let too_long = format!("invoice.{}", "a".repeat(MAX_EVENT_TYPE_LEN - 7));
+        assert_eq!(
+            parse_v(&with(&["type"], Some(json!(too_long)))),
+            Err(EnvelopeError::InvalidField("type"))
+        );
+        let e = parse_v(&with(&["type"], Some(json!("invoice.paid_v2_2")))).unwrap();
+        assert_eq!(
+            (e.category.as_str(), e.action.as_str()),
+            ("invoice", "paid_v2_2")
+        );
+    }
+
+    #[test]
+    fn unknown_types_accepted() {
+        let e = parse_v(&with(&["type"], Some(json!("invoice.disputed")))).unwrap();
+        assert_eq!(e.action, "disputed");
+        // Unknown category: any known resource prefix is fine.
+        let mut v = with(&["type"], Some(json!("payout.sent")));
+        v["data"]["id"] = json!("wdr_abc");
+        let e = parse_v(&v).unwrap();
+        assert_eq!(e.category, "payout");
+        assert_eq!(e.resource_kind, ResourceKind::Withdrawal);
+        // … but an unknown prefix is not.
+        v["data"]["id"] = json!("po_abc");
+        assert_eq!(parse_v(&v), Err(EnvelopeError::InvalidResourceId));
+    }
+
+    #[test]
+    fn resource_ids_checked() {
+        for bad in ["", "inv_", "po_123", "inv_a-b", "INV_abc", "evt_abc"] {
+            assert_eq!(
+                parse_v(&with(&["data", "id"], Some(json!(bad)))),
+                Err(EnvelopeError::InvalidResourceId),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn resource_must_match_known_category() {
+        for (t, id, ok) in [
+            ("invoice.paid", "wdr_1", false),
+            ("invoice.paid", "pcd_1", false),
+            ("withdrawal.completed", "wdr_1", true),
+            ("withdrawal.completed", "inv_1", false),
+            ("deposit.confirmed", "pcd_1", true),
+            ("deposit.confirmed", "wdr_1", false),
+            ("deposit.whatever", "inv_1", false),
+        ] {
+            let mut v = with(&["type"], Some(json!(t)));
+            v["data"]["id"] = json!(id);
+            let r = parse_v(&v);
+            if ok {
+                assert!(r.is_ok(), "{t} {id}");
+            } else {
+                assert_eq!(r, Err(EnvelopeError::ResourceMismatch), "{t} {id}");
+            }
+        }
+    }
+
+    #[test]
+    fn header_id_rules() {
+        let b = CONTRACT_BODY.as_bytes();
+        assert_eq!(
+            parse_envelope(b, None),
+            Err(EnvelopeError::WebhookIdMissing)
+        );
+        assert_eq!(
+            parse_envelope(b, Some("")),
+            Err(EnvelopeError::InvalidEventId)
+        );
+        assert_eq!(
+            parse_envelope(b, Some("evt_9Kq2-T4mLp")),
+            Err(EnvelopeError::InvalidEventId)
+        );
+        assert_eq!(
+            parse_envelope(b, Some("evt_9Kq2xT4mLq")),
+            Err(EnvelopeError::IdMismatch)
+        );
+        // Ids are case-sensitive.
+        assert_eq!(
+            parse_envelope(b, Some("evt_9kq2xt4mlp")),
+            Err(EnvelopeError::IdMismatch)
+        );
+        // Header checks come before body checks.
+        assert_eq!(
+            parse_envelope(b"junk", None),
+            Err(EnvelopeError::WebhookIdMissing)
+        );
+    }
+
+    #[test]
+    fn body_event_id_rules() {
+        assert_eq!(
+            parse_v(&with(&["event_id"], Some(json!("evt_bad-id")))),
+            Err(EnvelopeError::InvalidEventId)
+        );
+        assert_eq!(
+            parse_v(&with(&["event_id"], Some(json!("inv_9Kq2xT4mLp")))),
+            Err(EnvelopeError::InvalidEventId)
+        );
+    }
+
+    #[test]
+    fn codes_and_messages() {
+        use EnvelopeError::*;
+        let all = [
+            NotJson,
+            MissingField("x"),
+            InvalidField("x"),
+            InvalidEventId,
+            InvalidResourceId,
+            ResourceMismatch,
+            WebhookIdMissing,
+            IdMismatch,
+        ];
+        let codes: Vec<_> = all.iter().map(|e| e.code()).collect();
+        assert_eq!(
+            codes,
+            [
+                "invalid_json",
+                "missing_field",
+                "invalid_field",
+                "invalid_event_id",
+                "invalid_resource_id",
+                "resource_mismatch",
+                "webhook_id_missing",
+                "id_mismatch"
+            ]
+        );
+        // Values never echoed.
+        let e = parse_envelope(CONTRACT_BODY.as_bytes(), Some("evt_SECRETish")).unwrap_err();
+        assert!(!e.to_string().contains("SECRETish"));
+        let e = parse_v(&with(&["type"], Some(json!("Bad.Value")))).unwrap_err();
+        assert!(!e.to_string().contains("Bad.Value") && e.to_string().contains("type"));
+    }
+
+    #[test]
+    fn envelope_serializes() {
+        let e = parse_envelope(CONTRACT_BODY.as_bytes(), Some(ID)).unwrap();
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["resource_kind"], "invoice");
+        assert_eq!(v["event_type"], "invoice.paid");
+    }
+}

@@ -1,0 +1,79 @@
+//! The sender's retry ladder (CONTRACT.md §2), used to size the sweeper and to
+//! explain delivery timelines; the receiver never retries on the sender's behalf.
+
+/// Offsets from the first attempt, in seconds, of the 11 attempts.
+pub const ATTEMPT_OFFSETS_SECONDS: [u64; 11] =
+    [0, 60, 180, 420, 900, 1800, 3600, 7200, 14400, 28800, 57600];
+
+/// The sender gives up on an attempt after this long; the receiver must reply sooner.
+pub const ATTEMPT_TIMEOUT_SECONDS: u64 = 10;
+
+/// Number of attempts before the sender marks the event failed.
+pub const MAX_ATTEMPTS: usize = ATTEMPT_OFFSETS_SECONDS.len();
+
+/// Offset of attempt `attempt` (1-based, as in `X-Webhook-Attempt`); `None` outside 1..=11.
+pub fn offset_of_attempt(attempt: usize) -> Option<u64> {
+    attempt
+        .checked_sub(1)
+        .and_then(|i| ATTEMPT_OFFSETS_SECONDS.get(i).copied())
+}
+
+/// Longest delay the receiver's own queue consumer waits before retrying a delivery.
+pub const MAX_CONSUMER_RETRY_DELAY_SECONDS: u32 = 15 * 60;
+
+/// The receiver's own retry ladder for a delivery whose processing failed: `base` seconds
+/// after the first failure, doubling with each further one, capped at 15 minutes.
+pub fn consumer_retry_delay(base: u32, failures: i64) -> u32 {
+    let exp = (failures.clamp(1, 16) - 1) as u32;
+    base.saturating_mul(1u32 << exp)
+        .min(MAX_CONSUMER_RETRY_DELAY_SECONDS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consumer_retry_delay_doubles_and_is_capped() {
+        assert_eq!(consumer_retry_delay(10, 1), 10);
+        assert_eq!(consumer_retry_delay(10, 2), 20);
+        assert_eq!(consumer_retry_delay(10, 3), 40);
+        assert_eq!(consumer_retry_delay(10, 7), 640);
+        assert_eq!(consumer_retry_delay(10, 8), 900);
+        assert_eq!(consumer_retry_delay(10, i64::MAX), 900);
+        assert_eq!(consumer_retry_delay(10, 0), 10);
+        assert_eq!(consumer_retry_delay(0, 5), 0);
+        assert_eq!(consumer_retry_delay(u32::MAX, 3), 900);
+    }
+
+    #[test]
+    fn intervals_in_minutes() {
+        let minutes: Vec<u64> = ATTEMPT_OFFSETS_SECONDS
+            .windows(2)
+            .map(|w| {
+                assert_eq!((w[1] - w[0]) % 60, 0);
+                (w[1] - w[0]) / 60
+            })
+            .collect();
+        assert_eq!(minutes, [1, 2, 4, 8, 15, 30, 60, 120, 240, 480]);
+    }
+
+    #[test]
+    fn offsets() {
+        assert_eq!(MAX_ATTEMPTS, 11);
+        assert_eq!(offset_of_attempt(0), None);
+        assert_eq!(offset_of_attempt(1), Some(0));
+        assert_eq!(offset_of_attempt(2), Some(60));
+        assert_eq!(offset_of_attempt(4), Some(7 * 60));
+        assert_eq!(offset_of_attempt(11), Some(16 * 3600));
+        assert_eq!(offset_of_attempt(12), None);
+        assert_eq!(offset_of_attempt(usize::MAX), None);
+        assert_eq!(ATTEMPT_TIMEOUT_SECONDS, 10);
+    }
+
+    #[test]
+    fn last_attempt_is_sixteen_hours_in() {
+        assert_eq!(ATTEMPT_OFFSETS_SECONDS[10], 16 * 60 * 60);
+        assert!(ATTEMPT_OFFSETS_SECONDS.windows(2).all(|w| w[0] < w[1]));
+    }
+}

@@ -1,0 +1,23 @@
+//! Pure logic of the Paymos webhook receiver: ids, signatures, envelopes, state
+//! machines, license codes and the sender's retry ladder. No I/O, no RNG, no
+//! `worker` dependency, so everything here is testable natively.
+
+pub mod envelope;
+pub mod ids;
+pub mod ladder;
+pub mod license;
+pub mod machine;
+pub mod signature;
+
+pub use envelope::{parse_envelope, Envelope, EnvelopeError};
+pub use ids::{is_valid_event_id, resource_kind_of, ResourceKind};
+pub use ladder::{offset_of_attempt, ATTEMPT_OFFSETS_SECONDS, ATTEMPT_TIMEOUT_SECONDS};
+pub use license::license_code;
+pub use machine::{
+    decide, decide_event, effect_on_entry, guard, states, target_state, Decision, EffectKind,
+    Guard, Outcome,
+};
+pub use signature::{
+    sign, signature_header, verify, Secret, SecretSet, SignatureError, SignatureHeader,
+    VerifiedSignature, DEFAULT_TOLERANCE_SECONDS,
+};

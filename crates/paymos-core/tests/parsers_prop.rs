@@ -1,0 +1,229 @@
+//! Property tests: the parsers never panic on hostile input, and signing
+//! round-trips through verification.
+
+use paymos_core::envelope::{parse_envelope, EnvelopeError};
+use paymos_core::signature::{
+    sign, signature_header, verify, Secret, SecretSet, SignatureError, SignatureHeader,
+};
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+
+const CASES: u32 = 2000;
+
+/// Header-ish elements: real keys, junk keys, good/bad hex, odd spacing.
+fn header_element() -> impl Strategy<Value = String> {
+    let key = prop_oneof![
+        Just("t".to_string()),
+        Just("v1".to_string()),
+        Just("v0".to_string()),
+        Just("T".to_string()),
+        "[a-z0-9 ]{0,4}",
+    ];
+    let value = prop_oneof![
+        "[0-9]{0,20}",
+        "-?[0-9]{1,19}",
+        "[0-9a-f]{64}",
+        "[0-9A-Fa-f]{62,66}",
+        "[g-z=,]{0,10}",
+        any::<String>(),
+    ];
+    (key, value, any::<bool>(), "[ \t]{0,2}", "[ \t]{0,2}").prop_map(|(k, v, eq, pre, post)| {
+        if eq {
+            format!("{pre}{k}={v}{post}")
+        } else {
+            format!("{pre}{k}{v}{post}")
+        }
+    })
+}
+
+fn near_valid_header() -> impl Strategy<Value = String> {
+    prop::collection::vec(header_element(), 0..40).prop_map(|els| els.join(","))
+}
+
+/// Any JSON value, a few levels deep.
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        any::<u64>().prop_map(|n| json!(n)),
+        any::<f64>().prop_map(|f| json!(f)),
+        ".{0,12}".prop_map(Value::String),
+        "(evt|inv|wdr|pcd|xyz)_[A-Za-z0-9_-]{0,70}".prop_map(Value::String),
+        "(invoice|withdrawal|deposit|payout)\\.[a-z_]{0,15}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 24, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map(".{0,6}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// Envelope-shaped objects where each field is either plausible or random.
+fn near_valid_envelope() -> impl Strategy<Value = (Value, Option<String>)> {
+    let field = |good: BoxedStrategy<Value>| {
+        prop_oneof![
+            3 => good.prop_map(Some),
+            1 => json_value().prop_map(Some),
+            1 => Just(None),
+        ]
+    };
+    let event_id = field("evt_[A-Za-z0-9]{1,64}".prop_map(Value::String).boxed());
+    let typ = field(
+        "(invoice|withdrawal|deposit|payout)\\.(created|paid|completed|confirmed|[a-z_]{1,8})"
+            .prop_map(Value::String)
+            .boxed(),
+    );
+    let created = field(any::<i64>().prop_map(|n| json!(n)).boxed());
+    let livemode = field(any::<bool>().prop_map(Value::Bool).boxed());
+    let data_id = field(
+        "(inv|wdr|pcd)_[A-Za-z0-9]{1,64}"
+            .prop_map(Value::String)
+            .boxed(),
+    );
+    let data_extra = prop::collection::btree_map("[a-z_]{1,8}", json_value(), 0..4);
+    let header_id = prop_oneof![
+        Just(None),
+        "evt_[A-Za-z0-9]{1,64}".prop_map(Some),
+        ".{0,10}".prop_map(Some),
+    ];
+    (
+        event_id,
+        typ,
+        created,
+        livemode,
+        data_id,
+        data_extra,
+        any::<bool>(),
+        header_id,
+    )
+        .prop_map(
+            |(event_id, typ, created, livemode, data_id, extra, header_matches, header_id)| {
+                let mut data: Map<String, Value> = extra.into_iter().collect();
+                if let Some(id) = data_id {
+                    data.insert("id".into(), id);
+                }
+                let mut obj = Map::new();
+                for (k, v) in [
+                    ("event_id", event_id.clone()),
+                    ("type", typ),
+                    ("created", created),
+                    ("livemode", livemode),
+                ] {
+                    if let Some(v) = v {
+                        obj.insert(k.into(), v);
+                    }
+                }
+                obj.insert("data".into(), Value::Object(data));
+                let header = match (&event_id, header_matches) {
+                    (Some(Value::String(s)), true) => Some(s.clone()),
+                    _ => header_id,
+                };
+                (Value::Object(obj), header)
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn header_parse_never_panics_on_any_string(s in any::<String>()) {
+        let _ = SignatureHeader::parse(&s);
+    }
+
+    #[test]
+    fn header_parse_never_panics_on_near_valid(h in near_valid_header()) {
+        if let Ok(p) = SignatureHeader::parse(&h) {
+            // Whatever parses honours the bounds.
+            prop_assert!(!p.v1.is_empty() && p.v1.len() <= 32);
+            prop_assert!(p.timestamp >= 0);
+        }
+    }
+
+    #[test]
+    fn verify_never_panics(
+        h in prop_oneof![near_valid_header(), any::<String>()],
+        body in prop::collection::vec(any::<u8>(), 0..256),
+        now in any::<i64>(),
+        tol in any::<i64>(),
+    ) {
+        let set = SecretSet::parse("whsec_a whsec_b").unwrap();
+        let r = verify(Some(&h), &body, &set, now, tol);
+        // A random header essentially never carries a valid MAC.
+        prop_assert!(r.is_err());
+    }
+
+    #[test]
+    fn envelope_never_panics_on_bytes(
+        body in prop::collection::vec(any::<u8>(), 0..512),
+        id in prop::option::of(".{0,70}"),
+    ) {
+        let _ = parse_envelope(&body, id.as_deref());
+    }
+
+    #[test]
+    fn envelope_never_panics_on_any_json(v in json_value(), id in prop::option::of("evt_[a-z0-9]{1,5}")) {
+        let _ = parse_envelope(v.to_string().as_bytes(), id.as_deref());
+    }
+
+    #[test]
+    fn envelope_near_valid((v, header) in near_valid_envelope()) {
+        let body = v.to_string();
+        match parse_envelope(body.as_bytes(), header.as_deref()) {
+            Ok(e) => {
+                // Accepted envelopes are consistent with their inputs.
+                prop_assert_eq!(Some(e.event_id.as_str()), header.as_deref());
+                prop_assert_eq!(v["type"].as_str(), Some(e.event_type.as_str()));
+                prop_assert_eq!(format!("{}.{}", e.category, e.action), e.event_type);
+                prop_assert!(e.resource_id.starts_with(e.resource_kind.prefix()));
+                prop_assert_eq!(v["created"].as_i64(), Some(e.created));
+            }
+            Err(e) => {
+                prop_assert!(!e.code().is_empty());
+                // The message never echoes the header id.
+                if let Some(h) = header.as_deref() {
+                    if h.len() > 3 {
+                        prop_assert!(!e.to_string().contains(h));
+                    }
+                }
+                if header.is_none() {
+                    prop_assert_eq!(e, EnvelopeError::WebhookIdMissing);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sign_verify_round_trip(
+        // Anything PAYMOS_WEBHOOK_SECRETS can carry as one secret.
+        secret in ".{1,80}".prop_filter("no separators", |s| !s.contains(|c: char| c == ',' || c.is_whitespace())),
+        body in prop::collection::vec(any::<u8>(), 0..1024),
+        t in 0i64..=i64::MAX,
+        skew in -300i64..=300,
+    ) {
+        let s = Secret::new(secret.clone());
+        let set = SecretSet::parse(&secret).unwrap();
+        prop_assert_eq!(set.len(), 1);
+        prop_assert_eq!(set.secrets()[0].expose(), secret.as_str());
+        let header = signature_header(&[&s], t, &body);
+        let now = t.saturating_add(skew);
+        let ok = verify(Some(&header), &body, &set, now, 300).unwrap();
+        prop_assert_eq!(ok.timestamp, t);
+        prop_assert_eq!(ok.secret_index, 0);
+        // Rotation order does not matter.
+        let other = Secret::new(format!("{secret}_old"));
+        let h2 = signature_header(&[&other, &s], t, &body);
+        prop_assert!(verify(Some(&h2), &body, &set, now, 300).is_ok());
+        // Flipping any one body bit breaks it.
+        if !body.is_empty() {
+            let mut b = body.clone();
+            let i = (t as usize) % b.len();
+            b[i] ^= 1 << (t as u32 % 8);
+            prop_assert_eq!(verify(Some(&header), &b, &set, now, 300), Err(SignatureError::Mismatch));
+        }
+        prop_assert_eq!(sign(&s, t, &body).len(), 64);
+    }
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds the Rust worker into build/index.js + build/index_bg.wasm with the locally installed
+# wasm-bindgen (worker-build's own downloads come from hosts this machine cannot reach).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+WASM_BINDGEN_BIN="$(command -v wasm-bindgen)"
+export WASM_BINDGEN_BIN
+# esbuild from the npm packages, so worker-build downloads nothing
+if [ -x node_modules/esbuild/bin/esbuild ]; then export ESBUILD_BIN="$ROOT/node_modules/esbuild/bin/esbuild"; fi
+export PAYMOS_BUILD_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+worker-build --release
+raw=$(stat -c %s build/index_bg.wasm)
+gz=$(gzip -9 -c build/index_bg.wasm | wc -c)
+say "wasm size: $raw bytes raw, $gz bytes gzipped (build/index_bg.wasm)"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh machine: the wasm target, worker-build, a wasm-bindgen-cli
+# matching Cargo.lock exactly, the npm packages and .dev.vars. Skips whatever is already there.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+
+WORKER_BUILD_VERSION="0.8.7"
+
+command -v cargo >/dev/null || { say "cargo is missing: install Rust with rustup first"; exit 1; }
+command -v node >/dev/null || { say "node is missing: install Node.js 20 or newer first"; exit 1; }
+
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  say "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+cargo_install() { # name version: --locked first; a lagging registry index can make it fail, so retry without
+  say "installing $1 $2 (first time only; a few minutes on 2 cores)"
+  cargo install "$1" --version "$2" --locked || cargo install "$1" --version "$2"
+}
+
+if [ "$(worker-build --version 2>/dev/null || true)" != "$WORKER_BUILD_VERSION" ]; then
+  cargo_install worker-build "$WORKER_BUILD_VERSION"
+fi
+
+WB_VERSION="$(wasm_bindgen_version)"
+[ -n "$WB_VERSION" ] || { say "no wasm-bindgen in Cargo.lock"; exit 1; }
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WB_VERSION" ]; then
+  cargo_install wasm-bindgen-cli "$WB_VERSION"
+fi
+
+# npm ci when node_modules is missing or older than the lockfile
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  say "installing npm packages (npm ci)"
+  npm ci --no-audit --no-fund
+fi
+
+if [ ! -f .dev.vars ]; then
+  say "creating .dev.vars from .dev.vars.example (development secrets)"
+  cp .dev.vars.example .dev.vars
+fi

@@ -1,0 +1,267 @@
+//! The operators' JSON API under /admin/api (bearer token, constant-time compare).
+
+use crate::consume::{DeliveryMessage, QUEUE_BINDING};
+use crate::error::{AppError, AppResult};
+use crate::sql::{self, DeliveryFilter, DeliveryRow};
+use crate::transition::{self, Change};
+use crate::{config, reconcile};
+use paymos_core::{is_valid_event_id, resource_kind_of};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use worker::{Env, Method, Request, Response};
+
+const DEFAULT_PAGE: u32 = 50;
+const MAX_PAGE: u32 = 1000;
+
+/// Compares digests so that neither the content nor the length of the token leaks through timing.
+pub fn token_matches(presented: &str, expected: &str) -> bool {
+    let a = Sha256::digest(presented.as_bytes());
+    let b = Sha256::digest(expected.as_bytes());
+    a.ct_eq(&b).into()
+}
+
+/// `Ok(())` when the request carries the admin token. Admin is off (404) when no token is set.
+pub fn authorize(req: &Request, env: &Env) -> AppResult<()> {
+    let Some(expected) = config::admin_token(env) else {
+        return Err(AppError::NotFound);
+    };
+    let header = req.headers().get("Authorization")?.unwrap_or_default();
+    let presented = header.strip_prefix("Bearer ").unwrap_or("");
+    if presented.is_empty() || !token_matches(presented, &expected) {
+        return Err(AppError::Unauthorized);
+    }
+    // the token travels in a header a cross-site page cannot set; refuse cross-site writes anyway
+    if req.method() != Method::Get
+        && req.headers().get("Sec-Fetch-Site")?.as_deref() == Some("cross-site")
+    {
+        return Err(AppError::Forbidden("cross_site_request"));
+    }
+    Ok(())
+}
+
+pub async fn api(req: Request, env: &Env, path: &str) -> AppResult<Response> {
+    authorize(&req, env)?;
+    let segments: Vec<&str> = path
+        .trim_end_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let method = req.method();
+    match (method, segments.as_slice()) {
+        (Method::Get, ["deliveries"]) => list_deliveries(&req, env).await,
+        (Method::Get, ["deliveries", id]) => get_delivery(env, id).await,
+        (Method::Post, ["deliveries", id, "replay"]) => replay(env, id).await,
+        (Method::Get, ["resources", id]) => get_resource(env, id).await,
+        (Method::Post, ["resources", id, "transition"]) => manual_transition(req, env, id).await,
+        (Method::Post, ["reconcile"]) => Ok(Response::from_json(&reconcile::run(env).await?)?),
+        (_, ["deliveries"] | ["deliveries", _] | ["resources", _]) => {
+            Err(AppError::MethodNotAllowed("GET"))
+        }
+        (_, ["deliveries", _, "replay"] | ["resources", _, "transition"] | ["reconcile"]) => {
+            Err(AppError::MethodNotAllowed("POST"))
+        }
+        _ => Err(AppError::NotFound),
+    }
+}
+
+/// `received` until processed, then the outcome, with `applied`/`ignored` read as `processed`.
+fn delivery_status(d: &DeliveryRow) -> &'static str {
+    match (d.processed_at.as_deref(), d.outcome.as_deref()) {
+        (None, _) => "received",
+        (Some(_), Some("stale")) => "stale",
+        (Some(_), Some("dead")) => "dead",
+        _ => "processed",
+    }
+}
+
+fn delivery_json(d: DeliveryRow) -> Value {
+    let status = delivery_status(&d);
+    let body = d
+        .body
+        .as_deref()
+        .map(|b| serde_json::from_str::<Value>(b).unwrap_or(Value::Null));
+    let mut v = serde_json::to_value(DeliveryRow { body: None, ..d }).unwrap_or(Value::Null);
+    v["status"] = json!(status);
+    if let Some(b) = body {
+        v["body"] = b;
+    }
+    v
+}
+
+fn status_condition(status: &str) -> AppResult<&'static str> {
+    Ok(match status {
+        "received" => "processed_at IS NULL",
+        "processed" => "outcome IN ('applied', 'ignored')",
+        "applied" => "outcome = 'applied'",
+        "ignored" => "outcome = 'ignored'",
+        "stale" => "outcome = 'stale'",
+        "dead" => "outcome = 'dead'",
+        _ => {
+            return Err(AppError::BadRequest(
+                "invalid_status",
+                "status is one of received, processed, applied, ignored, stale, dead".into(),
+            ))
+        }
+    })
+}
+
+const CURSOR_SEPARATOR: char = '~';
+
+async fn list_deliveries(req: &Request, env: &Env) -> AppResult<Response> {
+    let url = req.url()?;
+    let mut event_type = None;
+    let mut resource_id = None;
+    let mut status = None;
+    let mut cursor = None;
+    let mut limit = DEFAULT_PAGE;
+    for (k, v) in url.query_pairs() {
+        let v = v.trim().to_string();
+        if v.is_empty() {
+            continue;
+        }
+        match k.as_ref() {
+            "type" => event_type = Some(v),
+            "resource_id" => resource_id = Some(v),
+            "status" => status = Some(status_condition(&v)?),
+            "cursor" => cursor = Some(v),
+            "limit" => {
+                limit = v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=MAX_PAGE).contains(n))
+                    .ok_or_else(|| {
+                        AppError::BadRequest("invalid_limit", format!("limit is 1 to {MAX_PAGE}"))
+                    })?
+            }
+            _ => {}
+        }
+    }
+    let after = match cursor.as_deref() {
+        None => None,
+        Some(c) => {
+            let (at, id) = c
+                .split_once(CURSOR_SEPARATOR)
+                .filter(|(at, id)| !at.is_empty() && is_valid_event_id(id))
+                .ok_or_else(|| {
+                    AppError::BadRequest(
+                        "invalid_cursor",
+                        "the cursor is not one this API gave out".into(),
+                    )
+                })?;
+            Some((at, id))
+        }
+    };
+    let db = env.d1("DB")?;
+    let mut rows = sql::list_deliveries(
+        &db,
+        &DeliveryFilter {
+            event_type: event_type.as_deref(),
+            resource_id: resource_id.as_deref(),
+            status_condition: status,
+            after,
+            limit,
+        },
+    )
+    .await?;
+    let has_more = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
+    let next_cursor = if has_more {
+        rows.last()
+            .map(|d| format!("{}{CURSOR_SEPARATOR}{}", d.received_at, d.event_id))
+    } else {
+        None
+    };
+    let data: Vec<Value> = rows.into_iter().map(delivery_json).collect();
+    Ok(Response::from_json(
+        &json!({ "data": data, "has_more": has_more, "next_cursor": next_cursor }),
+    )?)
+}
+
+async fn get_delivery(env: &Env, id: &str) -> AppResult<Response> {
+    let db = env.d1("DB")?;
+    let row = sql::load_delivery(&db, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    Ok(Response::from_json(&delivery_json(row))?)
+}
+
+async fn replay(env: &Env, id: &str) -> AppResult<Response> {
+    let db = env.d1("DB")?;
+    if !sql::reset_for_replay(&db, id).await? {
+        return Err(AppError::NotFound);
+    }
+    // the reset row is durable and unprocessed: a failed send is picked up by the sweeper
+    let enqueued = env
+        .queue(QUEUE_BINDING)?
+        .send(DeliveryMessage {
+            event_id: id.to_string(),
+        })
+        .await
+        .is_ok();
+    Ok(
+        Response::from_json(&json!({ "replayed": true, "event_id": id, "enqueued": enqueued }))?
+            .with_status(202),
+    )
+}
+
+async fn get_resource(env: &Env, id: &str) -> AppResult<Response> {
+    let db = env.d1("DB")?;
+    let resource = sql::load_resource(&db, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let effects = sql::load_effects(&db, id).await?;
+    let history = sql::load_history(&db, id).await?;
+    let mut v = serde_json::to_value(resource).map_err(|e| AppError::Internal(e.to_string()))?;
+    v["effects"] = json!(effects);
+    v["history"] = json!(history);
+    Ok(Response::from_json(&v)?)
+}
+
+#[derive(Deserialize)]
+struct TransitionRequest {
+    to: String,
+    reason: String,
+}
+
+async fn manual_transition(mut req: Request, env: &Env, id: &str) -> AppResult<Response> {
+    let kind = resource_kind_of(id).ok_or_else(|| {
+        AppError::BadRequest(
+            "invalid_resource_id",
+            "a resource id is inv_, wdr_ or pcd_ and 1 to 64 letters or digits".into(),
+        )
+    })?;
+    let body: TransitionRequest = req.json().await.map_err(|_| {
+        AppError::BadRequest(
+            "invalid_json",
+            r#"the body is {"to":"<state>","reason":"<why>"}"#.into(),
+        )
+    })?;
+    let reason = body.reason.trim();
+    if reason.is_empty() || reason.len() > 500 {
+        return Err(AppError::BadRequest(
+            "invalid_reason",
+            "a reason of 1 to 500 characters is required".into(),
+        ));
+    }
+    let db = env.d1("DB")?;
+    let result = transition::apply(
+        &db,
+        &Change {
+            resource_id: id,
+            kind,
+            to: &body.to,
+            order_ref: None,
+            amount: None,
+            currency: None,
+            cause_kind: "manual",
+            cause: reason,
+            delivery: None,
+        },
+    )
+    .await?;
+    Ok(Response::from_json(
+        &json!({ "applied": result.applied != 0, "status": result.status }),
+    )?)
+}

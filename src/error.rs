@@ -1,0 +1,105 @@
+//! Every failure the Worker can answer with, mapped to a status code in one place.
+
+use paymos_core::{EnvelopeError, SignatureError};
+use serde_json::json;
+use worker::Response;
+
+#[derive(Debug)]
+pub enum AppError {
+    /// 401, or 503 when the receiver holds no secret (a config fault the sender should retry past).
+    Signature(SignatureError),
+    /// 400: the signature was valid but the envelope is not.
+    Envelope(EnvelopeError),
+    PayloadTooLarge,
+    MethodNotAllowed(&'static str),
+    NotFound,
+    /// 401 on the admin surface.
+    Unauthorized,
+    /// 403: a mutating admin call that looks cross-site.
+    Forbidden(&'static str),
+    BadRequest(&'static str, String),
+    /// 503 so that the sender retries.
+    Database(String),
+    Internal(String),
+}
+
+impl AppError {
+    pub fn status(&self) -> u16 {
+        match self {
+            AppError::Signature(SignatureError::NoSecretsConfigured) => 503,
+            AppError::Signature(_) | AppError::Unauthorized => 401,
+            AppError::Envelope(_) | AppError::BadRequest(..) => 400,
+            AppError::PayloadTooLarge => 413,
+            AppError::MethodNotAllowed(_) => 405,
+            AppError::NotFound => 404,
+            AppError::Forbidden(_) => 403,
+            AppError::Database(_) => 503,
+            AppError::Internal(_) => 500,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            AppError::Signature(e) => e.code(),
+            AppError::Envelope(e) => e.code(),
+            AppError::PayloadTooLarge => "payload_too_large",
+            AppError::MethodNotAllowed(_) => "method_not_allowed",
+            AppError::NotFound => "not_found",
+            AppError::Unauthorized => "unauthorized",
+            AppError::Forbidden(code) => code,
+            AppError::BadRequest(code, _) => code,
+            AppError::Database(_) => "database_unavailable",
+            AppError::Internal(_) => "internal_error",
+        }
+    }
+
+    /// What went wrong inside, for the logs only (never sent to the client).
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            AppError::Database(d) | AppError::Internal(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// A human-readable line for 400s; never echoes secrets, signatures or expected values.
+    fn message(&self) -> Option<String> {
+        match self {
+            AppError::Envelope(e) => Some(e.to_string()),
+            AppError::BadRequest(_, m) => Some(m.clone()),
+            AppError::PayloadTooLarge => Some("the body exceeds the size limit".into()),
+            _ => None,
+        }
+    }
+
+    pub fn into_response(self) -> worker::Result<Response> {
+        let body = match self.message() {
+            Some(m) => json!({ "error": self.code(), "message": m }),
+            None => json!({ "error": self.code() }),
+        };
+        let mut resp = Response::from_json(&body)?.with_status(self.status());
+        if let AppError::MethodNotAllowed(allow) = self {
+            resp.headers_mut().set("Allow", allow)?;
+        }
+        Ok(resp)
+    }
+}
+
+impl From<worker::Error> for AppError {
+    fn from(e: worker::Error) -> Self {
+        AppError::Database(e.to_string())
+    }
+}
+
+impl From<SignatureError> for AppError {
+    fn from(e: SignatureError) -> Self {
+        AppError::Signature(e)
+    }
+}
+
+impl From<EnvelopeError> for AppError {
+    fn from(e: EnvelopeError) -> Self {
+        AppError::Envelope(e)
+    }
+}
+
+pub type AppResult<T> = Result<T, AppError>;

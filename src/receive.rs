@@ -1,0 +1,116 @@
+//! POST /webhooks/paymos: verify, dedupe, enqueue, reply. Nothing slow runs before the reply.
+
+use crate::consume::{DeliveryMessage, QUEUE_BINDING};
+use crate::error::{AppError, AppResult};
+use crate::{config, sql};
+use paymos_core::{is_valid_event_id, parse_envelope, signature};
+use serde_json::json;
+use worker::{console_log, Date, Env, Request, Response};
+
+pub async fn receive(req: Request, env: &Env) -> worker::Result<Response> {
+    let started = Date::now().as_millis();
+    // the header id is unsigned: log it only when it has the shape of an id
+    let header_id = req
+        .headers()
+        .get("X-Webhook-Id")?
+        .filter(|id| is_valid_event_id(id));
+    let result = handle(req, env).await;
+    let (status, outcome, resource, event_type) = match &result {
+        Ok(r) => (
+            200,
+            if r.duplicate { "duplicate" } else { "accepted" },
+            Some(r.resource_id.clone()),
+            Some(r.event_type.clone()),
+        ),
+        Err(e) => (e.status(), e.code(), None, None),
+    };
+    let mut line = json!({
+        "stage": "receive",
+        "event_id": header_id,
+        "event_type": event_type,
+        "resource_id": resource,
+        "outcome": outcome,
+        "status": status,
+        "duration_ms": Date::now().as_millis().saturating_sub(started),
+    });
+    if let Some(detail) = result.as_ref().err().and_then(|e| e.detail()) {
+        line["detail"] = json!(detail);
+    }
+    if let Ok(r) = &result {
+        if let Some(err) = &r.enqueue_error {
+            line["enqueue_error"] = json!(err);
+        }
+    }
+    console_log!("{}", line);
+    match result {
+        Ok(r) => Response::from_json(&json!({ "received": true, "duplicate": r.duplicate })),
+        Err(e) => e.into_response(),
+    }
+}
+
+struct Received {
+    duplicate: bool,
+    resource_id: String,
+    event_type: String,
+    enqueue_error: Option<String>,
+}
+
+async fn handle(mut req: Request, env: &Env) -> AppResult<Received> {
+    let max = config::max_body_bytes(env);
+    let declared = req
+        .headers()
+        .get("Content-Length")?
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(AppError::PayloadTooLarge);
+    }
+    let body = req.bytes().await.map_err(|_| {
+        AppError::BadRequest(
+            "unreadable_body",
+            "the request body could not be read".into(),
+        )
+    })?;
+    if body.len() > max {
+        return Err(AppError::PayloadTooLarge);
+    }
+
+    let secrets = config::secrets(env)?;
+    let now = (Date::now().as_millis() / 1000) as i64;
+    let sig = req.headers().get("X-Webhook-Signature")?;
+    signature::verify(
+        sig.as_deref(),
+        &body,
+        &secrets,
+        now,
+        config::tolerance_seconds(env),
+    )?;
+
+    let header_id = req.headers().get("X-Webhook-Id")?;
+    let envelope = parse_envelope(&body, header_id.as_deref())?;
+    // parse_envelope accepted it as JSON, so it is UTF-8
+    let text = std::str::from_utf8(&body)
+        .map_err(|_| AppError::Envelope(paymos_core::EnvelopeError::NotJson))?;
+
+    let db = env.d1("DB")?;
+    let inserted = sql::insert_delivery(&db, &envelope, text).await?;
+    let mut enqueue_error = None;
+    if inserted {
+        // the row is durable: if this send fails the sweeper enqueues it later, so still 2xx
+        let sent = match env.queue(QUEUE_BINDING) {
+            Ok(q) => {
+                q.send(DeliveryMessage {
+                    event_id: envelope.event_id.clone(),
+                })
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        enqueue_error = sent.err().map(|e| e.to_string());
+    }
+    Ok(Received {
+        duplicate: !inserted,
+        resource_id: envelope.resource_id,
+        event_type: envelope.event_type,
+        enqueue_error,
+    })
+}
