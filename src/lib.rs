@@ -2,6 +2,7 @@
 //! pure core (`paymos-core`), D1 and the queue.
 
 mod admin;
+mod admin_page;
 mod config;
 mod consume;
 mod error;
@@ -41,6 +42,13 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         p if p.starts_with("/admin/api/") => {
             let sub = &p["/admin/api/".len()..];
             let resp = match admin::api(req, &env, sub).await {
+                Ok(r) => Ok(r),
+                Err(e) => e.into_response(),
+            };
+            resp.and_then(no_store)
+        }
+        p if p == "/admin" || p.starts_with("/admin/") => {
+            let resp = match admin_page::serve(req, &env, p).await {
                 Ok(r) => Ok(r),
                 Err(e) => e.into_response(),
             };

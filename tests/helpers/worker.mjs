@@ -41,15 +41,43 @@ export async function migrate(dir) {
  * Starts the worker. `vars` override wrangler.toml vars and the secrets; `persistDir` reuses
  * state (otherwise a fresh temporary directory is made and removed on close).
  */
-export async function startWorker({ vars = {}, persistDir, logLevel = LogLevel.WARN } = {}) {
+export async function startWorker({ vars = {}, persistDir, logLevel = LogLevel.WARN, withoutQueueProducer = false } = {}) {
   const ownDir = !persistDir;
   const dir = persistDir ?? (await mkdtemp(path.join(tmpdir(), "paymos-test-")));
   await migrate(dir);
   const { workerOptions } = unstable_getMiniflareWorkerOptions(path.join(ROOT, "wrangler.toml"));
+  // simulates a queue outage: the receiver's send fails after the row is committed
+  if (withoutQueueProducer) delete workerOptions.queueProducers;
   const port = await freePort();
+  // The worker's structured log lines (one JSON object per line), for tests to assert on.
+  const logs = [];
+  const echo = process.env.PAYMOS_TEST_LOGS === "1";
+  const collect = (stream) => {
+    let buf = "";
+    stream.on("data", (chunk) => {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (echo) process.stderr.write(line + "\n");
+        try {
+          const v = JSON.parse(line);
+          if (v && typeof v === "object") logs.push(v);
+        } catch {
+          /* not one of ours */
+        }
+      }
+    });
+  };
   const mf = new Miniflare({
+    handleRuntimeStdio(stdout, stderr) {
+      collect(stdout);
+      collect(stderr);
+    },
     host: "127.0.0.1",
     port,
+    cf: false, // offline: no fetch of Request.cf data
     log: new Log(logLevel),
     defaultPersistRoot: path.join(dir, "v3"),
     d1Persist: path.join(dir, "v3", "d1"),
@@ -79,6 +107,7 @@ export async function startWorker({ vars = {}, persistDir, logLevel = LogLevel.W
     mf,
     db,
     dir,
+    logs,
     async scheduled(cron = "*/5 * * * *") {
       const worker = await mf.getWorker();
       return worker.scheduled({ cron });

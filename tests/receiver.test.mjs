@@ -1,0 +1,292 @@
+// POST /webhooks/paymos per CONTRACT.md §1 and §3.1: verify, dedupe on evt_, enqueue, reply.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { startWorker, eventually, SECRET_NEW, SECRET_OLD } from "./helpers/worker.mjs";
+import { deliver, envelope, randomId, sign } from "./helpers/paymos.mjs";
+
+let w;
+before(async () => {
+  w = await startWorker();
+});
+after(async () => {
+  await w?.close();
+});
+
+const rowCount = async (eventId) =>
+  (await w.db.prepare("SELECT count(*) AS n FROM webhook_delivery WHERE event_id = ?").bind(eventId).first()).n;
+const totalRows = async () => (await w.db.prepare("SELECT count(*) AS n FROM webhook_delivery").first()).n;
+/** One `consume` log line is written per queue message the consumer receives. */
+const consumeLines = (eventId) => w.logs.filter((l) => l.stage === "consume" && l.event_id === eventId);
+const processed = (eventId) =>
+  eventually(`${eventId} to be processed`, () =>
+    w.db.prepare("SELECT * FROM webhook_delivery WHERE event_id = ? AND processed_at IS NOT NULL").bind(eventId).first(),
+  );
+/** Waits past the queue's batch timeout so that any further message would have arrived. */
+const settle = () => new Promise((r) => setTimeout(r, 2500));
+
+test("a new delivery: 200 duplicate:false, one row, one queue message", async () => {
+  const env = envelope("invoice.paid", randomId("inv_"));
+  const res = await deliver(w.url, env);
+  assert.equal(res.status, 200);
+  assert.deepEqual(res.json, { received: true, duplicate: false });
+  assert.equal(await rowCount(env.event_id), 1);
+  await processed(env.event_id);
+  await settle();
+  assert.equal(consumeLines(env.event_id).length, 1);
+});
+
+test("the same delivery again: 200 duplicate:true and no second message", async () => {
+  const env = envelope("invoice.paid", randomId("inv_"));
+  assert.equal((await deliver(w.url, env)).json.duplicate, false);
+  await processed(env.event_id);
+  const again = await deliver(w.url, env);
+  assert.equal(again.status, 200);
+  assert.deepEqual(again.json, { received: true, duplicate: true });
+  await settle();
+  assert.equal(await rowCount(env.event_id), 1);
+  assert.equal(consumeLines(env.event_id).length, 1, "a duplicate is not enqueued");
+});
+
+test("50 concurrent identical deliveries: exactly one row, one message, one duplicate:false", async () => {
+  const env = envelope("invoice.paid", randomId("inv_"));
+  const replies = await Promise.all(Array.from({ length: 50 }, () => deliver(w.url, env)));
+  assert.ok(replies.every((r) => r.status === 200), JSON.stringify(replies.map((r) => r.status)));
+  assert.equal(replies.filter((r) => r.json.duplicate === false).length, 1);
+  assert.equal(await rowCount(env.event_id), 1);
+  await processed(env.event_id);
+  await settle();
+  assert.equal(consumeLines(env.event_id).length, 1);
+});
+
+test("rotation: a header with two v1 values verifies with the match in either position", async () => {
+  const first = envelope("invoice.paid", randomId("inv_"));
+  const r1 = await deliver(w.url, first, { secrets: [SECRET_NEW, "whsec_unknown_aaaa"] });
+  assert.equal(r1.status, 200, r1.text);
+  const second = envelope("invoice.paid", randomId("inv_"));
+  const r2 = await deliver(w.url, second, { secrets: ["whsec_unknown_aaaa", SECRET_OLD] });
+  assert.equal(r2.status, 200, r2.text);
+  // the contract's own example: new and old secret together
+  const both = envelope("invoice.paid", randomId("inv_"));
+  assert.equal((await deliver(w.url, both, { secrets: [SECRET_NEW, SECRET_OLD] })).status, 200);
+});
+
+test("the contract's test vector is accepted byte for byte when its timestamp is in tolerance", async () => {
+  // same body as CONTRACT.md; v1 recomputed for a current t with node's HMAC (independent of the Rust signer)
+  const body =
+    '{"event_id":"evt_9Kq2xT4mLp","type":"invoice.paid","created":1764449990,"livemode":false,"data":{"id":"inv_7Hc3pQ","object":"invoice","status":"paid","amount":"49.00","currency":"USDT","order_ref":"order_1042"}}';
+  assert.equal(sign(SECRET_NEW, 1764450000, body), "80ba6d2ac4725a807b1570f1407b0c5efde893bb29315d9861967a9c5afe0c86");
+  const res = await deliver(w.url, null, { rawBody: body, id: "evt_9Kq2xT4mLp", secrets: [SECRET_NEW, SECRET_OLD] });
+  assert.equal(res.status, 200, res.text);
+});
+
+const rejected = [
+  ["wrong secret", (env) => ({ secrets: ["whsec_wrong_000000"] }), "signature_mismatch"],
+  ["tampered body", (env) => ({ rawBody: JSON.stringify(env).replace("49.00", "0.01"), tamper: true }), "signature_mismatch"],
+  ["stale timestamp (301 s old)", () => ({ t: Math.floor(Date.now() / 1000) - 301 }), "timestamp_out_of_tolerance"],
+  ["future timestamp (301 s ahead)", () => ({ t: Math.floor(Date.now() / 1000) + 301 }), "timestamp_out_of_tolerance"],
+  ["missing signature header", () => ({ headers: { "x-webhook-signature": undefined } }), "signature_missing"],
+  ["garbled signature header", () => ({ headers: { "x-webhook-signature": "garbage" } }), "signature_malformed"],
+  ["header with no v1", () => ({ headers: { "x-webhook-signature": `t=${Math.floor(Date.now() / 1000)}` } }), "signature_malformed"],
+  ["two t elements", () => ({ headers: { "x-webhook-signature": "t=1,t=2,v1=" + "a".repeat(64) } }), "signature_malformed"],
+];
+
+for (const [name, opts, code] of rejected) {
+  test(`401 and no row: ${name}`, async () => {
+    const env = envelope("invoice.paid", randomId("inv_"));
+    const o = opts(env);
+    let res;
+    if (o.tamper) {
+      // signed over the original bytes, sent with different ones
+      const t = Math.floor(Date.now() / 1000);
+      const original = JSON.stringify(env);
+      res = await fetch(`${w.url}/webhooks/paymos`, {
+        method: "POST",
+        headers: { "x-webhook-id": env.event_id, "x-webhook-signature": `t=${t},v1=${sign(SECRET_NEW, t, original)}` },
+        body: o.rawBody,
+      });
+      res = { status: res.status, json: await res.json() };
+    } else if (o.headers && "x-webhook-signature" in o.headers) {
+      const headers = { "content-type": "application/json", "x-webhook-id": env.event_id };
+      if (o.headers["x-webhook-signature"] !== undefined) headers["x-webhook-signature"] = o.headers["x-webhook-signature"];
+      const r = await fetch(`${w.url}/webhooks/paymos`, { method: "POST", headers, body: JSON.stringify(env) });
+      res = { status: r.status, json: await r.json() };
+    } else {
+      res = await deliver(w.url, env, o);
+    }
+    assert.equal(res.status, 401);
+    assert.deepEqual(res.json, { error: code });
+    assert.equal(await rowCount(env.event_id), 0);
+  });
+}
+
+test("401 replies never echo the secret, the signature or the expected value", async () => {
+  const env = envelope("invoice.paid", randomId("inv_"));
+  const t = Math.floor(Date.now() / 1000);
+  const expected = sign(SECRET_NEW, t, JSON.stringify(env));
+  const sent = "0".repeat(64);
+  const r = await fetch(`${w.url}/webhooks/paymos`, {
+    method: "POST",
+    headers: { "x-webhook-id": env.event_id, "x-webhook-signature": `t=${t},v1=${sent}` },
+    body: JSON.stringify(env),
+  });
+  const text = await r.text();
+  assert.equal(r.status, 401);
+  for (const needle of [expected, sent, SECRET_NEW, SECRET_OLD, "whsec_"]) assert.ok(!text.includes(needle), needle);
+});
+
+const invalid = [
+  ["non-JSON body", () => ({ rawBody: "not json at all", id: randomId("evt_") }), "invalid_json"],
+  [
+    "missing event_id",
+    () => {
+      const e = envelope("invoice.paid", randomId("inv_"));
+      const id = e.event_id;
+      delete e.event_id;
+      return { rawBody: JSON.stringify(e), id };
+    },
+    "missing_field",
+  ],
+  ["header and body ids differ", () => ({ env: envelope("invoice.paid", randomId("inv_")), id: randomId("evt_") }), "id_mismatch"],
+  ["unknown resource prefix", () => ({ env: envelope("invoice.paid", randomId("cus_")) }), "invalid_resource_id"],
+  ["malformed event id", () => ({ env: envelope("invoice.paid", randomId("inv_"), { eventId: "evt_has-dash" }) }), "invalid_event_id"],
+  ["created is a string", () => ({ env: { ...envelope("invoice.paid", randomId("inv_")), created: "yesterday" } }), "invalid_field"],
+  ["missing X-Webhook-Id", () => ({ env: envelope("invoice.paid", randomId("inv_")), id: "" }), "webhook_id_missing"],
+  ["invoice event about a withdrawal", () => ({ env: envelope("invoice.paid", randomId("wdr_")) }), "resource_mismatch"],
+];
+
+for (const [name, make, code] of invalid) {
+  test(`400 and no row: valid signature but ${name}`, async () => {
+    const before = await totalRows();
+    const { env, rawBody, id } = make();
+    const headers = id === "" ? { "x-webhook-id": undefined } : {};
+    let res;
+    if (id === "") {
+      const body = JSON.stringify(env);
+      const t = Math.floor(Date.now() / 1000);
+      const r = await fetch(`${w.url}/webhooks/paymos`, {
+        method: "POST",
+        headers: { "x-webhook-signature": `t=${t},v1=${sign(SECRET_NEW, t, body)}` },
+        body,
+      });
+      res = { status: r.status, json: await r.json() };
+    } else {
+      res = await deliver(w.url, env ?? null, { rawBody, id, headers });
+    }
+    assert.equal(res.status, 400, JSON.stringify(res.json));
+    assert.equal(res.json.error, code);
+    assert.equal(typeof res.json.message, "string");
+    assert.equal(await totalRows(), before);
+  });
+}
+
+test("a body over 256 KiB: 413 payload_too_large, no row", async () => {
+  const env = envelope("invoice.paid", randomId("inv_"), { data: { note: "x".repeat(256 * 1024) } });
+  const before = await totalRows();
+  const res = await deliver(w.url, env);
+  assert.equal(res.status, 413);
+  assert.equal(res.json.error, "payload_too_large");
+  assert.equal(await totalRows(), before);
+});
+
+test("a body just under the limit is accepted", async () => {
+  const env = envelope("invoice.paid", randomId("inv_"), { data: { note: "" } });
+  const overhead = JSON.stringify(env).length;
+  env.data.note = "y".repeat(256 * 1024 - overhead);
+  assert.equal(JSON.stringify(env).length, 256 * 1024);
+  const res = await deliver(w.url, env);
+  assert.equal(res.status, 200, res.text);
+});
+
+test("other methods on the endpoint: 405 with Allow: POST", async () => {
+  for (const method of ["GET", "PUT", "DELETE", "PATCH"]) {
+    const res = await fetch(`${w.url}/webhooks/paymos`, { method });
+    assert.equal(res.status, 405, method);
+    assert.equal(res.headers.get("allow"), "POST");
+  }
+});
+
+test("an unknown event type is stored, acknowledged (200) and recorded as ignored", async () => {
+  const env = envelope("invoice.disputed_v2", randomId("inv_"));
+  const res = await deliver(w.url, env);
+  assert.equal(res.status, 200);
+  assert.equal(res.json.duplicate, false);
+  const row = await processed(env.event_id);
+  assert.equal(row.outcome, "ignored");
+  const other = envelope("payout.sent", randomId("wdr_"));
+  assert.equal((await deliver(w.url, other)).status, 200);
+  assert.equal((await processed(other.event_id)).outcome, "ignored");
+});
+
+test("unknown fields in the envelope are ignored", async () => {
+  const env = { ...envelope("invoice.paid", randomId("inv_")), api_version: "2026-01-01", extra: { nested: [1, 2] } };
+  assert.equal((await deliver(w.url, env)).status, 200);
+});
+
+test("one structured log line per delivery, never the secret, signature or body", async () => {
+  const env = envelope("invoice.paid", randomId("inv_"), { data: { marker: "BODY_MARKER_7f3a" } });
+  const t = Math.floor(Date.now() / 1000);
+  const v1 = sign(SECRET_NEW, t, JSON.stringify(env));
+  await deliver(w.url, env, { t });
+  await deliver(w.url, env, { t });
+  const lines = await eventually("two receive lines", () => {
+    const l = w.logs.filter((x) => x.stage === "receive" && x.event_id === env.event_id);
+    return l.length === 2 ? l : null;
+  });
+  assert.deepEqual(
+    lines.map((l) => l.outcome),
+    ["accepted", "duplicate"],
+  );
+  for (const l of lines) {
+    assert.equal(l.event_type, "invoice.paid");
+    assert.equal(l.resource_id, env.data.id);
+    assert.equal(typeof l.duration_ms, "number");
+  }
+  const all = JSON.stringify(w.logs);
+  for (const needle of [SECRET_NEW, SECRET_OLD, v1, "BODY_MARKER_7f3a"]) assert.ok(!all.includes(needle), needle);
+});
+
+test("the database unavailable: 503 so that the sender retries", async () => {
+  const broken = await startWorker();
+  try {
+    await broken.db.exec("DROP TABLE webhook_delivery");
+    const res = await deliver(broken.url, envelope("invoice.paid", randomId("inv_")));
+    assert.equal(res.status, 503);
+    assert.equal(res.json.error, "database_unavailable");
+  } finally {
+    await broken.close();
+  }
+});
+
+test("no secret configured: 503 (a configuration fault the sender should retry past), nothing stored", async () => {
+  const unconfigured = await startWorker({ vars: { PAYMOS_WEBHOOK_SECRETS: " " } });
+  try {
+    const env = envelope("invoice.paid", randomId("inv_"));
+    const res = await deliver(unconfigured.url, env);
+    assert.equal(res.status, 503);
+    assert.equal(res.json.error, "secrets_not_configured");
+    const n = (await unconfigured.db.prepare("SELECT count(*) AS n FROM webhook_delivery").first()).n;
+    assert.equal(n, 0);
+  } finally {
+    await unconfigured.close();
+  }
+});
+
+test("the queue unavailable after the insert: still 200 (the row is durable), the failure logged", async () => {
+  const noQueue = await startWorker({ withoutQueueProducer: true });
+  try {
+    const env = envelope("invoice.paid", randomId("inv_"));
+    const res = await deliver(noQueue.url, env);
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.json, { received: true, duplicate: false });
+    const row = await noQueue.db.prepare("SELECT processed_at FROM webhook_delivery WHERE event_id = ?").bind(env.event_id).first();
+    assert.ok(row, "the row is committed");
+    assert.equal(row.processed_at, null);
+    const line = await eventually("the receive log line", () =>
+      noQueue.logs.find((l) => l.stage === "receive" && l.event_id === env.event_id),
+    );
+    assert.equal(line.outcome, "accepted");
+    assert.equal(typeof line.enqueue_error, "string");
+  } finally {
+    await noQueue.close();
+  }
+});
