@@ -1,0 +1,385 @@
+// The queue consumer and the operators' API, per CONTRACT.md §3 and §5: guarded transitions in
+// one transaction, exactly-once effects, retries, dead-letter queue, sweeper.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { startWorker, eventually, ADMIN_TOKEN } from "./helpers/worker.mjs";
+import { deliver, envelope, randomId, admin } from "./helpers/paymos.mjs";
+
+let w;
+before(async () => {
+  w = await startWorker();
+});
+after(async () => {
+  await w?.close();
+});
+
+const processed = (eventId, ms) =>
+  eventually(
+    `${eventId} to be processed`,
+    () => w.db.prepare("SELECT * FROM webhook_delivery WHERE event_id = ? AND processed_at IS NOT NULL").bind(eventId).first(),
+    ms,
+  );
+const effects = async (resourceId, kind) =>
+  (await w.db.prepare("SELECT * FROM effect WHERE resource_id = ? AND kind = ? ORDER BY id").bind(resourceId, kind).all()).results;
+const resource = async (id) => (await admin(w.url, "GET", `/resources/${id}`)).json;
+/** Delivers and waits for the consumer; returns the delivery's outcome. */
+async function send(type, resourceId, opts = {}) {
+  const env = envelope(type, resourceId, opts);
+  const res = await deliver(w.url, env);
+  assert.equal(res.status, 200, res.text);
+  return (await processed(env.event_id)).outcome;
+}
+
+test("one invoice.paid delivered twice under the same id: one fulfilment", async () => {
+  const inv = randomId("inv_");
+  const env = envelope("invoice.paid", inv);
+  await deliver(w.url, env);
+  await processed(env.event_id);
+  assert.equal((await deliver(w.url, env)).json.duplicate, true);
+  const f = await effects(inv, "fulfilment");
+  assert.equal(f.length, 1);
+  assert.match(f[0].license_code, /^[0-9A-HJKMNP-TV-Z]{5}(-[0-9A-HJKMNP-TV-Z]{5}){4}-[0-9A-HJKMNP-TV-Z]$/);
+  assert.equal(f[0].order_ref, env.data.order_ref);
+});
+
+test("the same paid change under two event ids (two endpoints): one fulfilment, the second is stale", async () => {
+  const inv = randomId("inv_");
+  assert.equal(await send("invoice.paid", inv), "applied");
+  assert.equal(await send("invoice.paid", inv), "stale");
+  assert.equal((await effects(inv, "fulfilment")).length, 1);
+});
+
+test("the same paid change under 10 event ids at once: one fulfilment", async () => {
+  const inv = randomId("inv_");
+  const envs = Array.from({ length: 10 }, () => envelope("invoice.paid", inv));
+  await Promise.all(envs.map((e) => deliver(w.url, e)));
+  const outcomes = [];
+  for (const e of envs) outcomes.push((await processed(e.event_id)).outcome);
+  assert.equal(outcomes.filter((o) => o === "applied").length, 1, JSON.stringify(outcomes));
+  assert.equal(outcomes.filter((o) => o === "stale").length, 9);
+  assert.equal((await effects(inv, "fulfilment")).length, 1);
+  const r = await resource(inv);
+  assert.equal(r.history.length, 1);
+});
+
+test("invoice.confirming after invoice.paid: stays paid, the late event is stale", async () => {
+  const inv = randomId("inv_");
+  assert.equal(await send("invoice.paid", inv), "applied");
+  assert.equal(await send("invoice.confirming", inv), "stale");
+  const r = await resource(inv);
+  assert.equal(r.status, "paid");
+  assert.deepEqual(
+    r.history.map((h) => h.state),
+    ["paid"],
+  );
+});
+
+test("a normal life: created → confirming → paid → refunded; history names each cause", async () => {
+  const inv = randomId("inv_");
+  const ids = [];
+  for (const type of ["invoice.created", "invoice.confirming", "invoice.paid", "invoice.refunded"]) {
+    const env = envelope(type, inv);
+    ids.push(env.event_id);
+    await deliver(w.url, env);
+    assert.equal((await processed(env.event_id)).outcome, "applied", type);
+  }
+  const r = await resource(inv);
+  assert.equal(r.kind, "invoice");
+  assert.equal(r.status, "refunded");
+  assert.deepEqual(
+    r.history.map((h) => [h.from, h.state, h.cause_kind, h.cause]),
+    [
+      [null, "created", "event", ids[0]],
+      ["created", "confirming", "event", ids[1]],
+      ["confirming", "paid", "event", ids[2]],
+      ["paid", "refunded", "event", ids[3]],
+    ],
+  );
+  assert.deepEqual(
+    r.effects.map((e) => e.kind),
+    ["fulfilment", "revocation"],
+  );
+  const fulfilment = r.effects[0];
+  assert.ok(fulfilment.license_code && fulfilment.order_ref && fulfilment.created_at);
+});
+
+test("refund after fulfilment, delivered twice under two ids: revoked once", async () => {
+  const inv = randomId("inv_");
+  await send("invoice.paid", inv);
+  assert.equal(await send("invoice.refunded", inv), "applied");
+  assert.equal(await send("invoice.refunded", inv), "stale");
+  assert.equal((await effects(inv, "revocation")).length, 1);
+  assert.equal((await effects(inv, "fulfilment")).length, 1);
+});
+
+test("a refund for an invoice never seen: refunded, nothing to revoke", async () => {
+  const inv = randomId("inv_");
+  assert.equal(await send("invoice.refunded", inv), "applied");
+  assert.equal((await effects(inv, "revocation")).length, 0);
+});
+
+test("late payment: expired → paid fulfils; paid → expired is refused", async () => {
+  const inv = randomId("inv_");
+  await send("invoice.created", inv);
+  assert.equal(await send("invoice.expired", inv), "applied");
+  assert.equal(await send("invoice.paid", inv), "applied");
+  assert.equal(await send("invoice.expired", inv), "stale");
+  assert.equal((await effects(inv, "fulfilment")).length, 1);
+  assert.equal((await resource(inv)).status, "paid");
+});
+
+test("marked paid by an operator, then invoice.paid replayed: still one fulfilment", async () => {
+  const inv = randomId("inv_");
+  await send("invoice.created", inv);
+  const manual = await admin(w.url, "POST", `/resources/${inv}/transition`, { to: "paid", reason: "customer sent proof of payment" });
+  assert.equal(manual.status, 200);
+  assert.deepEqual(manual.json, { applied: true, status: "paid" });
+  const [fulfilment] = await effects(inv, "fulfilment");
+  assert.ok(fulfilment.order_ref, "the fulfilment carries the order_ref known from invoice.created");
+
+  const env = envelope("invoice.paid", inv);
+  await deliver(w.url, env);
+  assert.equal((await processed(env.event_id)).outcome, "stale");
+  // an operator's replay of the same delivery changes nothing either
+  const replay = await admin(w.url, "POST", `/deliveries/${env.event_id}/replay`);
+  assert.equal(replay.status, 202);
+  await eventually("the replay to be processed", async () => (await admin(w.url, "GET", `/deliveries/${env.event_id}`)).json.replays === 1);
+  assert.equal((await processed(env.event_id)).outcome, "stale");
+  const f = await effects(inv, "fulfilment");
+  assert.equal(f.length, 1);
+  assert.equal(f[0].license_code, fulfilment.license_code);
+  const r = await resource(inv);
+  assert.deepEqual(
+    r.history.map((h) => [h.state, h.cause_kind, h.cause]),
+    [
+      ["created", "event", r.history[0].cause],
+      ["paid", "manual", "customer sent proof of payment"],
+    ],
+  );
+  // a second manual attempt goes through the same guard
+  const again = await admin(w.url, "POST", `/resources/${inv}/transition`, { to: "paid", reason: "double click" });
+  assert.deepEqual(again.json, { applied: false, status: "paid" });
+});
+
+test("withdrawal completed twice: one settlement; deposit confirmed twice: one credit", async () => {
+  const wdr = randomId("wdr_");
+  await send("withdrawal.created", wdr);
+  await send("withdrawal.processing", wdr);
+  assert.equal(await send("withdrawal.completed", wdr), "applied");
+  assert.equal(await send("withdrawal.completed", wdr), "stale");
+  assert.equal(await send("withdrawal.failed", wdr), "stale");
+  assert.equal((await effects(wdr, "settlement")).length, 1);
+
+  const pcd = randomId("pcd_");
+  await send("deposit.pending", pcd);
+  assert.equal(await send("deposit.confirmed", pcd), "applied");
+  assert.equal(await send("deposit.confirmed", pcd), "stale");
+  assert.equal((await effects(pcd, "credit")).length, 1);
+  const r = await resource(pcd);
+  assert.equal(r.kind, "deposit");
+  assert.equal(r.status, "confirmed");
+  assert.deepEqual(
+    r.effects.map((e) => e.kind),
+    ["credit"],
+  );
+});
+
+test("a second fulfilment is impossible even by hand: the database refuses it", async () => {
+  const inv = randomId("inv_");
+  await send("invoice.paid", inv);
+  await assert.rejects(
+    w.db.prepare("INSERT INTO effect (resource_id, kind, license_code, cause) VALUES (?, 'fulfilment', 'X', 'manual sql')").bind(inv).run(),
+    /UNIQUE constraint failed/,
+  );
+});
+
+test("a lost enqueue (row, no message): processed after the sweeper runs", async () => {
+  const inv = randomId("inv_");
+  const env = envelope("invoice.paid", inv);
+  // the row as the receiver commits it, but the queue never heard of it
+  await w.db
+    .prepare(
+      "INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, received_at, enqueued_at) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now','-10 minutes'), strftime('%Y-%m-%dT%H:%M:%fZ','now','-10 minutes'))",
+    )
+    .bind(env.event_id, inv, env.type, JSON.stringify(env))
+    .run();
+  await new Promise((r) => setTimeout(r, 1500));
+  const still = await w.db.prepare("SELECT processed_at FROM webhook_delivery WHERE event_id = ?").bind(env.event_id).first();
+  assert.equal(still.processed_at, null, "nothing processes it before the sweeper");
+  await w.scheduled("*/5 * * * *");
+  assert.equal((await processed(env.event_id)).outcome, "applied");
+  assert.equal((await effects(inv, "fulfilment")).length, 1);
+});
+
+test("the sweeper leaves recent unprocessed rows alone (threshold)", async () => {
+  const env = envelope("invoice.paid", randomId("inv_"));
+  await w.db
+    .prepare(
+      "INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, enqueued_at) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
+    )
+    .bind(env.event_id, env.data.id, env.type, JSON.stringify(env))
+    .run();
+  await w.scheduled("*/5 * * * *");
+  await new Promise((r) => setTimeout(r, 2500));
+  const row = await w.db.prepare("SELECT processed_at FROM webhook_delivery WHERE event_id = ?").bind(env.event_id).first();
+  assert.equal(row.processed_at, null);
+});
+
+test("a delivery whose processing fails every time: retried, dead-lettered, marked dead, replayable once fixed", async () => {
+  const inv = randomId("inv_");
+  const env = envelope("invoice.paid", inv);
+  // a stored body the consumer cannot process (valid JSON, no longer a valid envelope)
+  const broken = JSON.stringify({ event_id: env.event_id, type: "invoice.paid" });
+  await w.db
+    .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body) VALUES (?, ?, ?, ?)")
+    .bind(env.event_id, inv, env.type, broken)
+    .run();
+  const replay = await admin(w.url, "POST", `/deliveries/${env.event_id}/replay`);
+  assert.equal(replay.status, 202);
+  assert.equal(replay.json.enqueued, true);
+  const dead = await processed(env.event_id, 60000);
+  assert.equal(dead.outcome, "dead");
+  assert.equal(dead.attempts, 6, "the first try and max_retries = 5 retries");
+  assert.match(dead.last_error, /stored body does not parse/);
+  const listed = await admin(w.url, "GET", `/deliveries?status=dead&resource_id=${inv}`);
+  assert.deepEqual(
+    listed.json.data.map((d) => [d.event_id, d.status]),
+    [[env.event_id, "dead"]],
+  );
+  // retries grew: each retry line names its delay (base 0 in tests, so all 0 here; the ladder itself is unit-tested)
+  assert.equal(w.logs.filter((l) => l.stage === "consume" && l.event_id === env.event_id && l.outcome === "retry").length, 6);
+  assert.equal((await effects(inv, "fulfilment")).length, 0);
+
+  // fixed (the body restored), then replayed by an operator
+  await w.db.prepare("UPDATE webhook_delivery SET body = ? WHERE event_id = ?").bind(JSON.stringify(env), env.event_id).run();
+  assert.equal((await admin(w.url, "POST", `/deliveries/${env.event_id}/replay`)).status, 202);
+  const fixed = await processed(env.event_id);
+  assert.equal(fixed.outcome, "applied");
+  assert.equal(fixed.last_error, null);
+  assert.equal((await effects(inv, "fulfilment")).length, 1);
+});
+
+// ---------------------------------------------------------------- operators' API
+
+test("admin: no token or a wrong one is 401; every answer is no-store", async () => {
+  for (const token of ["", "wrong-token", ADMIN_TOKEN + "x", ADMIN_TOKEN.slice(0, -1)]) {
+    const r = await admin(w.url, "GET", "/deliveries", undefined, token);
+    assert.equal(r.status, 401, token);
+    assert.deepEqual(r.json, { error: "unauthorized" });
+  }
+  const ok = await admin(w.url, "GET", "/deliveries");
+  assert.equal(ok.status, 200);
+  assert.equal(ok.headers.get("cache-control"), "no-store");
+  const raw = await fetch(`${w.url}/admin/api/deliveries`, { headers: { authorization: `Basic ${ADMIN_TOKEN}` } });
+  assert.equal(raw.status, 401);
+});
+
+test("admin: cross-site writes are refused even with the token", async () => {
+  const inv = randomId("inv_");
+  const res = await fetch(`${w.url}/admin/api/resources/${inv}/transition`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "sec-fetch-site": "cross-site", "content-type": "application/json" },
+    body: JSON.stringify({ to: "paid", reason: "csrf" }),
+  });
+  assert.equal(res.status, 403);
+  assert.equal((await admin(w.url, "GET", `/resources/${inv}`)).status, 404);
+});
+
+test("admin: unknown delivery or resource is 404; bad transition input is 400", async () => {
+  assert.equal((await admin(w.url, "GET", `/deliveries/${randomId("evt_")}`)).status, 404);
+  assert.equal((await admin(w.url, "GET", `/resources/${randomId("inv_")}`)).status, 404);
+  assert.equal((await admin(w.url, "POST", `/deliveries/${randomId("evt_")}/replay`)).status, 404);
+  const inv = randomId("inv_");
+  const badState = await admin(w.url, "POST", `/resources/${inv}/transition`, { to: "shipped", reason: "x" });
+  assert.equal(badState.status, 400);
+  assert.equal(badState.json.error, "invalid_state");
+  const noReason = await admin(w.url, "POST", `/resources/${inv}/transition`, { to: "paid", reason: " " });
+  assert.equal(noReason.json.error, "invalid_reason");
+  const badId = await admin(w.url, "POST", `/resources/cus_123/transition`, { to: "paid", reason: "x" });
+  assert.equal(badId.json.error, "invalid_resource_id");
+  const notJson = await fetch(`${w.url}/admin/api/resources/${inv}/transition`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    body: "{",
+  });
+  assert.equal(notJson.status, 400);
+  assert.equal((await admin(w.url, "GET", `/resources/${inv}`)).status, 404, "nothing was created");
+  assert.equal((await admin(w.url, "DELETE", `/deliveries`)).status, 405);
+});
+
+test("admin: a delivery's detail has the contract's fields and its body", async () => {
+  const inv = randomId("inv_");
+  const env = envelope("invoice.paid", inv);
+  await deliver(w.url, env);
+  await processed(env.event_id);
+  const d = (await admin(w.url, "GET", `/deliveries/${env.event_id}`)).json;
+  assert.equal(d.event_id, env.event_id);
+  assert.equal(d.resource_id, inv);
+  assert.equal(d.event_type, "invoice.paid");
+  assert.ok(d.received_at && d.processed_at);
+  assert.equal(d.outcome, "applied");
+  assert.equal(d.status, "processed");
+  assert.deepEqual(d.body, env);
+});
+
+test("admin: newest first, cursor paging past 100 rows, filters", async () => {
+  const inv = randomId("inv_");
+  // 150 rows with distinct received_at, inserted directly (fast), newest = i = 149
+  const stmts = [];
+  for (let i = 0; i < 150; i++) {
+    const e = envelope(i % 3 === 0 ? "invoice.confirming" : "invoice.partially_paid", inv);
+    stmts.push(
+      w.db
+        .prepare(
+          "INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, received_at, processed_at, outcome) VALUES (?, ?, ?, ?, ?, ?, 'stale')",
+        )
+        .bind(e.event_id, inv, e.type, JSON.stringify(e), new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(), new Date().toISOString()),
+    );
+  }
+  await w.db.batch(stmts);
+  const seen = [];
+  let cursor;
+  let pages = 0;
+  do {
+    const q = new URLSearchParams({ resource_id: inv, limit: "40", ...(cursor ? { cursor } : {}) });
+    const page = (await admin(w.url, "GET", `/deliveries?${q}`)).json;
+    seen.push(...page.data);
+    cursor = page.next_cursor;
+    assert.equal(page.has_more, Boolean(cursor));
+    pages++;
+  } while (cursor);
+  assert.equal(pages, 4);
+  assert.equal(seen.length, 150);
+  assert.equal(new Set(seen.map((d) => d.event_id)).size, 150);
+  const times = seen.map((d) => d.received_at);
+  assert.deepEqual(times, [...times].sort().reverse(), "newest first");
+
+  const big = (await admin(w.url, "GET", `/deliveries?resource_id=${inv}&limit=150`)).json;
+  assert.equal(big.data.length, 150, "a page may hold more than 100 rows");
+  assert.equal(big.has_more, false);
+
+  const confirming = (await admin(w.url, "GET", `/deliveries?resource_id=${inv}&type=invoice.confirming&limit=1000`)).json;
+  assert.equal(confirming.data.length, 50);
+  assert.ok(confirming.data.every((d) => d.event_type === "invoice.confirming"));
+  const stale = (await admin(w.url, "GET", `/deliveries?resource_id=${inv}&status=stale&limit=1000`)).json;
+  assert.equal(stale.data.length, 150);
+  const dead = (await admin(w.url, "GET", `/deliveries?resource_id=${inv}&status=dead`)).json;
+  assert.equal(dead.data.length, 0);
+
+  for (const bad of ["status=nope", "limit=0", "limit=5000", "cursor=garbage"]) {
+    const r = await admin(w.url, "GET", `/deliveries?${bad}`);
+    assert.equal(r.status, 400, bad);
+  }
+});
+
+test("admin off when ADMIN_TOKEN is unset: 404 everywhere under /admin", async () => {
+  const off = await startWorker({ vars: { ADMIN_TOKEN: "" } });
+  try {
+    for (const token of [ADMIN_TOKEN, ""]) {
+      const r = await admin(off.url, "GET", "/deliveries", undefined, token);
+      assert.equal(r.status, 404);
+    }
+  } finally {
+    await off.close();
+  }
+});
