@@ -59,12 +59,6 @@ pub async fn process_delivery(db: &D1Database, event_id: &str) -> AppResult<Proc
     ))
 }
 
-fn retry_delay(base: u32, attempts: i64) -> u32 {
-    let exp = attempts.clamp(1, 16) as u32 - 1;
-    base.saturating_mul(1u32 << exp)
-        .min(MAX_RETRY_DELAY_SECONDS)
-}
-
 pub async fn consume(batch: MessageBatch<DeliveryMessage>, env: &Env) -> worker::Result<()> {
     let db = env.d1("DB")?;
     let dead_letter = batch.queue().ends_with("-dlq");
