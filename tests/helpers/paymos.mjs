@@ -62,3 +62,56 @@ export async function admin(url, method, path, body, token = ADMIN_TOKEN) {
   }
   return { status: res.status, json, headers: res.headers };
 }
+
+/** The provider's ladder (CONTRACT.md §2): offsets of the 11 attempts, in seconds. */
+export const LADDER_OFFSETS = [0, 60, 180, 420, 900, 1800, 3600, 7200, 14400, 28800, 57600];
+
+/**
+ * Delivers like the provider does, on a clock compressed `scale` times: re-signed at each
+ * attempt, same id and bytes, per-attempt timeout 10 s / scale (at least 1 s). Resolves with
+ * the number of attempts it took, or throws after the 11th failure.
+ */
+export async function deliverOnLadder(url, env, { scale = 600, secrets } = {}) {
+  const started = Date.now();
+  const timeout = Math.max(1000, 10000 / scale);
+  let last;
+  for (let i = 0; i < LADDER_OFFSETS.length; i++) {
+    const due = started + (LADDER_OFFSETS[i] * 1000) / scale;
+    const wait = due - Date.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    try {
+      const res = await Promise.race([
+        deliver(url, env, { secrets, headers: { "x-webhook-attempt": String(i + 1) } }),
+        new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), timeout)),
+      ]);
+      if (res.status >= 200 && res.status < 300) return { attempts: i + 1, reply: res.json };
+      last = `status ${res.status}`;
+    } catch (e) {
+      last = e.message;
+    }
+  }
+  throw new Error(`${env.event_id} failed after 11 attempts (last: ${last})`);
+}
+
+/** Runs `fn` over `items` with at most `limit` in flight. */
+export async function pool(items, limit, fn) {
+  const results = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        results[i] = await fn(items[i], i);
+      }
+    }),
+  );
+  return results;
+}
+
+export function shuffle(a) {
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+  return a;
+}

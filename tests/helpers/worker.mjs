@@ -41,14 +41,14 @@ export async function migrate(dir) {
  * Starts the worker. `vars` override wrangler.toml vars and the secrets; `persistDir` reuses
  * state (otherwise a fresh temporary directory is made and removed on close).
  */
-export async function startWorker({ vars = {}, persistDir, logLevel = LogLevel.WARN, withoutQueueProducer = false } = {}) {
+export async function startWorker({ vars = {}, persistDir, port: fixedPort, logLevel = LogLevel.WARN, withoutQueueProducer = false } = {}) {
   const ownDir = !persistDir;
   const dir = persistDir ?? (await mkdtemp(path.join(tmpdir(), "paymos-test-")));
   await migrate(dir);
   const { workerOptions } = unstable_getMiniflareWorkerOptions(path.join(ROOT, "wrangler.toml"));
   // simulates a queue outage: the receiver's send fails after the row is committed
   if (withoutQueueProducer) delete workerOptions.queueProducers;
-  const port = await freePort();
+  const port = fixedPort ?? (await freePort());
   // The worker's structured log lines (one JSON object per line), for tests to assert on.
   const logs = [];
   const echo = process.env.PAYMOS_TEST_LOGS === "1";
