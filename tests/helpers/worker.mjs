@@ -41,7 +41,7 @@ export async function migrate(dir) {
  * Starts the worker. `vars` override wrangler.toml vars and the secrets; `persistDir` reuses
  * state (otherwise a fresh temporary directory is made and removed on close).
  */
-export async function startWorker({ vars = {}, persistDir, port: fixedPort, logLevel = LogLevel.WARN, withoutQueueProducer = false } = {}) {
+export async function startWorker({ vars = {}, persistDir, port: fixedPort, logLevel = LogLevel.WARN, withoutQueueProducer = false, scriptPath } = {}) {
   const ownDir = !persistDir;
   const dir = persistDir ?? (await mkdtemp(path.join(tmpdir(), "paymos-test-")));
   await migrate(dir);
@@ -85,7 +85,8 @@ export async function startWorker({ vars = {}, persistDir, port: fixedPort, logL
       {
         ...workerOptions,
         name: "paymos-receiver",
-        scriptPath: path.join(ROOT, "build/index.js"),
+        // another script under the same bindings: the benchmark's comparison workers
+        scriptPath: scriptPath ?? path.join(ROOT, "build/index.js"),
         modules: true,
         modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"], fallthrough: true }],
         compatibilityDate: workerOptions.compatibilityDate ?? "2025-09-23",
