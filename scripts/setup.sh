@@ -39,3 +39,4 @@ if [ ! -f .dev.vars ]; then
   say "creating .dev.vars from .dev.vars.example (development secrets)"
   cp .dev.vars.example .dev.vars
 fi
+

@@ -4,6 +4,19 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 bash scripts/setup.sh
+# Debian's chromium, for the admin page's browser test (tests/admin_page.test.mjs drives
+# /usr/bin/chromium with playwright-core; nothing is downloaded by playwright itself)
+if [ ! -x /usr/bin/chromium ]; then
+  say "installing Debian's chromium (first time only; for the admin page's browser test)"
+  if [ "$(id -u)" -eq 0 ]; then
+    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+    sudo apt-get update && sudo apt-get install -y chromium
+  else
+    say "not root and no sudo: install it with 'apt-get install -y chromium' as root"
+    exit 1
+  fi
+fi
 bash scripts/build.sh
 say "native tests (core crate)"
 cargo test -p paymos-core
