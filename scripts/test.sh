@@ -18,7 +18,8 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 bash scripts/build.sh
-say "native tests (core crate)"
-cargo test -p paymos-core
+cargo build --release -p paymos-cli
+say "native tests (core crate, paymos CLI)"
+cargo test -p paymos-core -p paymos-cli
 say "integration tests (Miniflare/workerd, local D1 and queues)"
 node --test --test-concurrency=1 --test-timeout=600000 tests/*.test.mjs

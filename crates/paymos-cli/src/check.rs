@@ -1,0 +1,627 @@
+//! `paymos check`: the seed's five-step idempotency proof, run against any receiver that
+//! implements the contract's webhook endpoint and admin API.
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use paymos_core::Secret;
+use serde_json::{json, Map, Value};
+
+use crate::envelope::{build_envelope, Built, EventSpec};
+use crate::error::CliError;
+use crate::http::{self, Admin, Reply};
+use crate::ids::{random_alphanumeric, random_id};
+
+pub const BURST: usize = 20;
+pub const MANUAL_REASON: &str = "paid by hand during outage";
+
+pub struct CheckOptions {
+    /// Where deliveries go (`…/webhooks/paymos`).
+    pub webhook_url: String,
+    pub admin: Admin,
+    pub secret: Secret,
+    pub sandbox: Option<String>,
+    pub timeout: Duration,
+    pub json: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct StepReport {
+    pub step: u8,
+    pub name: &'static str,
+    pub pass: bool,
+    pub reason: Option<String>,
+    pub evidence: Map<String, Value>,
+}
+
+impl StepReport {
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({ "step": self.step, "name": self.name, "pass": self.pass, "evidence": self.evidence });
+        if let Some(r) = &self.reason {
+            v["reason"] = json!(r);
+        }
+        v
+    }
+}
+
+/// Evidence collected while a step runs; `?` on a `String` error fails the step.
+struct Ev(Map<String, Value>);
+
+impl Ev {
+    fn put(&mut self, k: &str, v: impl Into<Value>) {
+        self.0.insert(k.to_string(), v.into());
+    }
+}
+
+type StepResult = Result<(), String>;
+
+fn ensure(cond: bool, msg: impl FnOnce() -> String) -> StepResult {
+    if cond {
+        Ok(())
+    } else {
+        Err(msg())
+    }
+}
+
+/// What later steps need from earlier ones.
+#[derive(Default)]
+struct State {
+    step1: Option<(Built, String, Value)>, // envelope, license code, effects
+    paid_invoices: Vec<(String, String)>,  // (invoice id, order_ref) the check paid
+}
+
+struct Checker<'a> {
+    o: &'a CheckOptions,
+    agent: ureq::Agent,
+}
+
+impl Checker<'_> {
+    fn post(&self, built: &Built, secrets: &[Secret]) -> Result<Reply, String> {
+        http::post_delivery(
+            &self.agent,
+            &self.o.webhook_url,
+            built,
+            secrets,
+            Some(1),
+            None,
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    fn good(&self, built: &Built) -> Result<Reply, String> {
+        self.post(built, std::slice::from_ref(&self.o.secret))
+    }
+
+    fn admin(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
+        self.o
+            .admin
+            .json(method, path, body)
+            .map_err(|e| e.to_string())
+    }
+
+    fn admin_status(&self, method: &str, path: &str) -> Result<Reply, String> {
+        self.o
+            .admin
+            .call(method, path, None)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Polls the delivery until `processed_at` is set; returns it and how long that took.
+    fn wait_processed(&self, event_id: &str, since: Instant) -> Result<(Value, Duration), String> {
+        let deadline = Instant::now() + self.o.timeout;
+        let mut last = Value::Null;
+        loop {
+            let r = self.admin_status("GET", &format!("/deliveries/{event_id}"))?;
+            match r.status {
+                200 => {
+                    last = r.json().unwrap_or(Value::Null);
+                    if !last["processed_at"].is_null() {
+                        return Ok((last, since.elapsed()));
+                    }
+                }
+                404 => {}
+                401 => return Err(http::refused_token().to_string()),
+                s => {
+                    return Err(format!(
+                        "GET /admin/api/deliveries/{event_id} answered {s}: {}",
+                        http::short(&r.text)
+                    ))
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{event_id} was not processed within {} s (last seen: {})",
+                    self.o.timeout.as_secs(),
+                    if last.is_null() {
+                        "not found".to_string()
+                    } else {
+                        format!("outcome {}, processed_at null", last["outcome"])
+                    }
+                ));
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn resource(&self, id: &str) -> Result<Value, String> {
+        self.admin("GET", &format!("/resources/{id}"), None)
+    }
+
+    fn invoice(&self, order_ref: Option<&str>, resource_id: Option<&str>) -> Result<Built, String> {
+        build_envelope(&EventSpec {
+            event_type: "invoice.paid".into(),
+            resource_id: resource_id.map(str::to_string),
+            order_ref: order_ref.map(str::to_string),
+            ..Default::default()
+        })
+        .map_err(|e| e.to_string())
+    }
+}
+
+fn fulfilments(resource: &Value) -> Vec<Value> {
+    resource["effects"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|e| e["kind"] == "fulfilment")
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+fn new_order_ref() -> String {
+    format!("order_check_{}", random_alphanumeric(10))
+}
+
+fn step1(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
+    let order_ref = new_order_ref();
+    let built = c.invoice(Some(&order_ref), None)?;
+    ev.put("event_id", built.event_id.clone());
+    ev.put("resource_id", built.resource_id.clone());
+    ev.put("order_ref", order_ref.clone());
+    let sent = Instant::now();
+    let r = c.good(&built)?;
+    ev.put("status", r.status);
+    ev.put("reply", r.body_value());
+    ensure(r.is_success(), || {
+        format!("the delivery was answered {}, not 2xx", r.status)
+    })?;
+    ensure(r.duplicate() == Some(false), || {
+        "a new delivery was not answered duplicate:false".into()
+    })?;
+    s.paid_invoices
+        .push((built.resource_id.clone(), order_ref.clone()));
+    let (d, took) = c.wait_processed(&built.event_id, sent)?;
+    ev.put("processed_at", d["processed_at"].clone());
+    ev.put("outcome", d["outcome"].clone());
+    ev.put("post_to_processed_ms", ms(took));
+    ensure(d["outcome"] == "applied", || {
+        format!("outcome is {}, expected \"applied\"", d["outcome"])
+    })?;
+    let res = c.resource(&built.resource_id)?;
+    let f = fulfilments(&res);
+    ev.put("resource_status", res["status"].clone());
+    ev.put("fulfilments", f.len());
+    ensure(f.len() == 1, || {
+        format!("{} fulfilments, expected exactly 1", f.len())
+    })?;
+    let code = f[0]["license_code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    ev.put("license_code", code.clone());
+    ev.put("fulfilment_order_ref", f[0]["order_ref"].clone());
+    ensure(!code.is_empty(), || {
+        "the fulfilment has no license_code".into()
+    })?;
+    ensure(f[0]["order_ref"] == order_ref.as_str(), || {
+        format!(
+            "the fulfilment's order_ref is {}, expected {order_ref}",
+            f[0]["order_ref"]
+        )
+    })?;
+    s.step1 = Some((built, code, res["effects"].clone()));
+    Ok(())
+}
+
+fn step2(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
+    let Some((built, code, effects)) = &s.step1 else {
+        return Err("needs step 1's delivery and fulfilment, which step 1 did not produce".into());
+    };
+    ev.put("event_id", built.event_id.clone());
+    ev.put("resource_id", built.resource_id.clone());
+    let r = c.good(built)?;
+    ev.put("status", r.status);
+    ev.put("reply", r.body_value());
+    ensure(r.is_success(), || {
+        format!("the repeated delivery was answered {}, not 2xx", r.status)
+    })?;
+    ensure(r.duplicate() == Some(true), || {
+        "the repeated delivery was not answered duplicate:true".into()
+    })?;
+    // A duplicate enqueues nothing; give a misbehaving receiver a moment to show it anyway.
+    thread::sleep(Duration::from_millis(500));
+    let res = c.resource(&built.resource_id)?;
+    let f = fulfilments(&res);
+    ev.put("fulfilments", f.len());
+    let now_code = f
+        .first()
+        .and_then(|x| x["license_code"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    ev.put("license_code", now_code.clone());
+    ev.put("effects_unchanged", res["effects"] == *effects);
+    ensure(f.len() == 1, || {
+        format!("{} fulfilments after the duplicate, expected 1", f.len())
+    })?;
+    ensure(now_code == *code, || {
+        format!("the license code changed from {code} to {now_code}")
+    })?;
+    ensure(res["effects"] == *effects, || {
+        "the resource's effects changed after a duplicate".into()
+    })?;
+    Ok(())
+}
+
+fn step3(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
+    let order_ref = new_order_ref();
+    let built = Arc::new(c.invoice(Some(&order_ref), None)?);
+    ev.put("event_id", built.event_id.clone());
+    ev.put("resource_id", built.resource_id.clone());
+    ev.put("copies", BURST);
+    // one signature for all copies: identical requests, byte for byte
+    let signature = built.signature(std::slice::from_ref(&c.o.secret), crate::now_unix());
+    let barrier = Arc::new(Barrier::new(BURST));
+    let sent = Instant::now();
+    let handles: Vec<_> = (0..BURST)
+        .map(|_| {
+            let (built, signature, barrier) = (built.clone(), signature.clone(), barrier.clone());
+            let url = c.o.webhook_url.clone();
+            thread::spawn(move || {
+                let agent = http::agent(Duration::from_secs(30));
+                barrier.wait();
+                http::post_signed(
+                    &agent,
+                    &url,
+                    &built.event_id,
+                    &built.body,
+                    &signature,
+                    Some(1),
+                    None,
+                )
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles
+        .into_iter()
+        .map(|h| h.join().expect("burst thread"))
+        .collect();
+    ev.put("burst_ms", ms(sent.elapsed()));
+    let mut statuses: Map<String, Value> = Map::new();
+    let (mut fresh, mut dup, mut errors) = (0, 0, Vec::new());
+    for r in &results {
+        match r {
+            Ok(r) => {
+                let k = r.status.to_string();
+                let n = statuses.get(&k).and_then(Value::as_u64).unwrap_or(0);
+                statuses.insert(k, json!(n + 1));
+                match r.duplicate() {
+                    Some(false) => fresh += 1,
+                    Some(true) => dup += 1,
+                    None => {}
+                }
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    ev.put("statuses", Value::Object(statuses));
+    ev.put("duplicate_false", fresh);
+    ev.put("duplicate_true", dup);
+    if !errors.is_empty() {
+        ev.put("errors", errors.clone());
+    }
+    let ok2xx = results
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(Reply::is_success))
+        .count();
+    ensure(ok2xx == BURST, || {
+        format!("{ok2xx} of {BURST} copies were answered 2xx")
+    })?;
+    s.paid_invoices.push((built.resource_id.clone(), order_ref));
+    ensure(fresh == 1, || {
+        format!("{fresh} copies were answered duplicate:false, expected exactly 1")
+    })?;
+    let (d, took) = c.wait_processed(&built.event_id, sent)?;
+    ev.put("outcome", d["outcome"].clone());
+    ev.put("post_to_processed_ms", ms(took));
+    let list = c.admin(
+        "GET",
+        &format!("/deliveries?resource_id={}&limit=100", built.resource_id),
+        None,
+    )?;
+    let rows = list["data"].as_array().cloned().unwrap_or_default();
+    let same = rows
+        .iter()
+        .filter(|r| r["event_id"] == built.event_id.as_str())
+        .count();
+    ev.put("delivery_rows_for_resource", rows.len());
+    ev.put("delivery_rows_for_event", same);
+    ensure(same == 1, || {
+        format!(
+            "GET /admin/api/deliveries?resource_id=… lists {same} rows for {}, expected 1",
+            built.event_id
+        )
+    })?;
+    let res = c.resource(&built.resource_id)?;
+    let f = fulfilments(&res);
+    ev.put("fulfilments", f.len());
+    ev.put(
+        "license_code",
+        f.first()
+            .map(|x| x["license_code"].clone())
+            .unwrap_or(Value::Null),
+    );
+    ensure(f.len() == 1, || {
+        format!("{} fulfilments, expected exactly 1", f.len())
+    })?;
+    Ok(())
+}
+
+fn step4(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
+    let order_ref = new_order_ref();
+    let built = c.invoice(Some(&order_ref), None)?;
+    ev.put("event_id", built.event_id.clone());
+    ev.put("resource_id", built.resource_id.clone());
+    let unknown = Secret::new(format!("whsec_check_unknown_{}", random_alphanumeric(16)));
+    let r = c.post(&built, &[unknown])?;
+    ev.put("wrong_secret_status", r.status);
+    ev.put("wrong_secret_reply", r.body_value());
+    ensure(r.status == 401, || {
+        format!(
+            "a delivery signed with an unknown secret was answered {}, expected 401",
+            r.status
+        )
+    })?;
+    let look = c.admin_status("GET", &format!("/deliveries/{}", built.event_id))?;
+    ev.put("refused_delivery_lookup_status", look.status);
+    ensure(look.status == 404, || {
+        format!(
+            "the refused delivery is on record (GET /admin/api/deliveries/{} answered {})",
+            built.event_id, look.status
+        )
+    })?;
+    let t = c.admin(
+        "POST",
+        &format!("/resources/{}/transition", built.resource_id),
+        Some(&json!({ "to": "paid", "reason": MANUAL_REASON })),
+    )?;
+    ev.put("manual_transition", t.clone());
+    ensure(t["applied"] == true, || {
+        format!("the manual transition to paid answered {t}, expected applied:true")
+    })?;
+    s.paid_invoices.push((built.resource_id.clone(), order_ref));
+    let sent = Instant::now();
+    let r = c.good(&built)?;
+    ev.put("status", r.status);
+    ev.put("reply", r.body_value());
+    ensure(r.is_success(), || {
+        format!(
+            "the correctly signed delivery was answered {}, not 2xx",
+            r.status
+        )
+    })?;
+    let (d, _) = c.wait_processed(&built.event_id, sent)?;
+    ev.put("outcome", d["outcome"].clone());
+    ensure(d["outcome"] == "stale", || {
+        format!(
+            "outcome is {}, expected \"stale\" (the invoice was already paid)",
+            d["outcome"]
+        )
+    })?;
+    let res = c.resource(&built.resource_id)?;
+    let f = fulfilments(&res);
+    ev.put("resource_status", res["status"].clone());
+    ev.put("fulfilments", f.len());
+    ensure(f.len() == 1, || {
+        format!("{} fulfilments, expected exactly 1", f.len())
+    })?;
+    Ok(())
+}
+
+fn step5(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
+    let Some(sandbox) = &c.o.sandbox else {
+        ev.put("partial", true);
+        ev.put(
+            "note",
+            "no --sandbox: only checked that reconciliation reports no doubled effects",
+        );
+        let report = c.admin("POST", "/reconcile", None)?;
+        ev.put("doubled", report["doubled"].clone());
+        ev.put(
+            "missing_count",
+            report["missing"].as_array().map(Vec::len).unwrap_or(0),
+        );
+        ensure(
+            report["doubled"].as_array().is_some_and(Vec::is_empty),
+            || format!("doubled is not empty: {}", report["doubled"]),
+        )?;
+        return Ok(());
+    };
+    ev.put("partial", false);
+    let order_ref = new_order_ref();
+    let extra = random_id("inv_");
+    let mut registered = Vec::new();
+    for (id, order) in s
+        .paid_invoices
+        .iter()
+        .chain(std::iter::once(&(extra.clone(), order_ref.clone())))
+    {
+        crate::deliver::register_invoice(
+            sandbox,
+            &json!({ "id": id, "status": "paid", "amount": "49.00", "currency": "USDT", "order_ref": order }),
+        )
+        .map_err(|e| format!("registering {id} with the sandbox: {e}"))?;
+        registered.push(id.clone());
+    }
+    ev.put("registered_with_sandbox", registered.clone());
+    ev.put("extra_invoice", extra.clone());
+    let report = c.admin("POST", "/reconcile", None)?;
+    let missing: Vec<Value> = report["missing"].as_array().cloned().unwrap_or_default();
+    let missing_id = |m: &Value| {
+        m["id"]
+            .as_str()
+            .or(m.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let ours: Vec<Value> = missing
+        .iter()
+        .filter(|m| registered.contains(&missing_id(m)))
+        .cloned()
+        .collect();
+    let others: Vec<String> = missing
+        .iter()
+        .map(missing_id)
+        .filter(|id| !registered.contains(id))
+        .collect();
+    ev.put("missing", Value::Array(ours.clone()));
+    if !others.is_empty() {
+        // the sandbox is shared: invoices registered by someone else are not this check's concern
+        ev.put("missing_not_from_this_check", others);
+    }
+    ev.put("doubled", report["doubled"].clone());
+    ev.put("checked", report["checked"].clone());
+    ensure(report["missing"].is_array(), || {
+        format!(
+            "the reconcile report has no `missing` list: {}",
+            http::short(&report.to_string())
+        )
+    })?;
+    ensure(ours.len() == 1 && missing_id(&ours[0]) == extra, || {
+        format!(
+            "missing lists {:?} among this check's invoices, expected exactly [{extra}]",
+            ours.iter().map(missing_id).collect::<Vec<_>>()
+        )
+    })?;
+    ensure(
+        ours[0].get("brought_to_paid").is_none_or(|b| b == true),
+        || format!("{extra} was reported but not brought to paid: {}", ours[0]),
+    )?;
+    ensure(
+        report["doubled"].as_array().is_some_and(Vec::is_empty),
+        || format!("doubled is not empty: {}", report["doubled"]),
+    )?;
+    let res = c.resource(&extra)?;
+    let f = fulfilments(&res);
+    ev.put("extra_resource_status", res["status"].clone());
+    ev.put("extra_fulfilments", f.len());
+    ensure(res["status"] == "paid", || {
+        format!("{extra} is {}, expected paid", res["status"])
+    })?;
+    ensure(f.len() == 1, || {
+        format!("{extra} has {} fulfilments, expected exactly 1", f.len())
+    })?;
+    Ok(())
+}
+
+pub const STEP_NAMES: [&str; 5] = [
+    "a fresh invoice.paid is processed once, with exactly one fulfilment",
+    "the same delivery again is a duplicate and changes nothing",
+    "20 concurrent identical copies: one duplicate:false, one row, one fulfilment",
+    "refused signature, then paid by hand, then delivered: stale, still one fulfilment",
+    "reconciliation finds the invoice paid at the provider but never delivered",
+];
+
+/// Runs the five steps (each runs even when an earlier one failed; a step that needs an
+/// earlier one's result says so). Exit 0 only when every step passes.
+pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
+    o.admin.preflight()?;
+    let c = Checker {
+        o,
+        agent: http::agent(Duration::from_secs(30)),
+    };
+    let mut state = State::default();
+    let steps: [fn(&Checker, &mut State, &mut Ev) -> StepResult; 5] =
+        [step1, step2, step3, step4, step5];
+    if !o.json {
+        println!(
+            "paymos check: deliveries to {}, admin API at {}",
+            o.webhook_url, o.admin.base
+        );
+    }
+    let mut reports = Vec::new();
+    for (i, f) in steps.iter().enumerate() {
+        let mut ev = Ev(Map::new());
+        let started = Instant::now();
+        let result = f(&c, &mut state, &mut ev);
+        ev.put("duration_ms", ms(started.elapsed()));
+        let name = if i == 4 && o.sandbox.is_none() {
+            "reconciliation reports no doubled effects (partial: no --sandbox)"
+        } else {
+            STEP_NAMES[i]
+        };
+        let rep = StepReport {
+            step: i as u8 + 1,
+            name,
+            pass: result.is_ok(),
+            reason: result.err(),
+            evidence: ev.0,
+        };
+        if !o.json {
+            print_step(&rep);
+        }
+        reports.push(rep);
+    }
+    let pass = reports.iter().all(|r| r.pass);
+    if o.json {
+        println!(
+            "{}",
+            json!({ "steps": reports.iter().map(StepReport::to_json).collect::<Vec<_>>(), "pass": pass })
+        );
+    } else {
+        let passed = reports.iter().filter(|r| r.pass).count();
+        if pass {
+            println!(
+                "pass: all {} steps passed{}",
+                reports.len(),
+                if o.sandbox.is_none() {
+                    " (step 5 partial: give --sandbox for the full check)"
+                } else {
+                    ""
+                }
+            );
+        } else {
+            println!(
+                "FAIL: {} of {} steps failed",
+                reports.len() - passed,
+                reports.len()
+            );
+        }
+    }
+    Ok(if pass { 0 } else { 1 })
+}
+
+fn print_step(r: &StepReport) {
+    println!(
+        "{} step {}: {}",
+        if r.pass { "[pass]" } else { "[FAIL]" },
+        r.step,
+        r.name
+    );
+    if let Some(reason) = &r.reason {
+        println!("       why: {reason}");
+    }
+    for (k, v) in &r.evidence {
+        let v = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        println!("       {k}: {}", http::short(&v));
+    }
+}

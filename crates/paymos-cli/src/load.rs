@@ -1,0 +1,446 @@
+//! `paymos load`: a closed-loop load generator for benchmarks against a local receiver.
+//!
+//! Requests are built and signed before the clock starts; each of `concurrency` threads
+//! keeps one keep-alive connection and sends back to back until the duration or the
+//! request count runs out. Loopback targets only.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use paymos_core::Secret;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::envelope::{build_envelope, EventSpec};
+use crate::error::CliError;
+use crate::http::{self, Admin};
+use crate::stats::LatencySummary;
+
+/// A signature stays valid 300 s; leave a margin for the slowest request.
+pub const MAX_DURATION_SECONDS: u64 = 240;
+/// `new` mode without `--requests` pre-signs this many events.
+pub const DEFAULT_NEW_POOL: usize = 100_000;
+/// `e2e` mode without `--requests` pays this many invoices.
+pub const DEFAULT_E2E_INVOICES: usize = 100;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    New,
+    Duplicate,
+    E2e,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::New => "new",
+            Mode::Duplicate => "duplicate",
+            Mode::E2e => "e2e",
+        }
+    }
+}
+
+pub struct LoadOptions {
+    pub webhook_url: String,
+    pub mode: Mode,
+    pub concurrency: usize,
+    pub duration: Option<u64>,
+    pub requests: Option<usize>,
+    pub secret: Secret,
+    pub admin: Option<Admin>,
+    pub effect_timeout: Duration,
+    pub json: bool,
+}
+
+/// The run's bounds after defaults: (duration, request cap).
+pub fn bounds(
+    mode: Mode,
+    duration: Option<u64>,
+    requests: Option<usize>,
+) -> Result<(Duration, usize), CliError> {
+    if let Some(d) = duration {
+        if d == 0 || d > MAX_DURATION_SECONDS {
+            return Err(CliError::usage(format!(
+                "--duration-seconds must be 1 to {MAX_DURATION_SECONDS}: pre-signed requests carry a signature timestamp that the receiver accepts for 300 s"
+            )));
+        }
+    }
+    if requests == Some(0) {
+        return Err(CliError::usage("--requests must be at least 1"));
+    }
+    // a request count alone runs until it is done (within the signature's lifetime)
+    let secs = duration.unwrap_or(if requests.is_some() {
+        MAX_DURATION_SECONDS
+    } else {
+        10
+    });
+    let cap = match (mode, requests) {
+        (_, Some(n)) => n,
+        (Mode::New, None) => DEFAULT_NEW_POOL,
+        (Mode::E2e, None) => DEFAULT_E2E_INVOICES,
+        (Mode::Duplicate, None) => usize::MAX,
+    };
+    Ok((Duration::from_secs(secs), cap))
+}
+
+struct Prepared {
+    event_id: String,
+    resource_id: String,
+    body: Vec<u8>,
+    signature: String,
+}
+
+#[derive(Default)]
+struct ThreadStats {
+    latencies: Vec<f64>,
+    effect_latencies: Vec<f64>,
+    requests: usize,
+    errors: usize,
+    non_2xx: usize,
+    duplicate_false: usize,
+    duplicate_true: usize,
+    effects_timed_out: usize,
+    first_error: Option<String>,
+    statuses: std::collections::BTreeMap<u16, usize>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LoadReport {
+    pub mode: &'static str,
+    pub url: String,
+    pub concurrency: usize,
+    pub duration_s: f64,
+    pub requests: usize,
+    pub errors: usize,
+    pub non_2xx: usize,
+    pub statuses: std::collections::BTreeMap<String, usize>,
+    pub duplicate_false: usize,
+    pub duplicate_true: usize,
+    pub throughput_rps: f64,
+    pub latency_ms: Option<LatencySummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effect_latency_ms: Option<LatencySummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effects_seen: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effects_timed_out: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+}
+
+fn prepare(secret: &Secret, n: usize) -> Result<Vec<Prepared>, CliError> {
+    let t = crate::now_unix();
+    (0..n)
+        .map(|_| {
+            let b = build_envelope(&EventSpec {
+                event_type: "invoice.paid".into(),
+                ..Default::default()
+            })?;
+            Ok(Prepared {
+                signature: b.signature(std::slice::from_ref(secret), t),
+                event_id: b.event_id,
+                resource_id: b.resource_id,
+                body: b.body,
+            })
+        })
+        .collect()
+}
+
+fn has_fulfilment(admin: &Admin, resource_id: &str) -> bool {
+    match admin.call("GET", &format!("/resources/{resource_id}"), None) {
+        Ok(r) if r.status == 200 => r
+            .json()
+            .and_then(|v| {
+                v["effects"]
+                    .as_array()
+                    .map(|a| a.iter().any(|e| e["kind"] == "fulfilment"))
+            })
+            .unwrap_or(false),
+        _ => false,
+    }
+}
+
+pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
+    if o.concurrency == 0 || o.concurrency > 1024 {
+        return Err(CliError::usage("--concurrency must be 1 to 1024"));
+    }
+    let (duration, cap) = bounds(o.mode, o.duration, o.requests)?;
+    if o.mode == Mode::E2e {
+        let admin = o.admin.as_ref().ok_or_else(|| CliError::usage("--mode e2e needs --admin-token (it polls the admin API for each invoice's fulfilment)"))?;
+        admin.preflight()?;
+    }
+    let pool = Arc::new(match o.mode {
+        Mode::New | Mode::E2e => prepare(&o.secret, cap)?,
+        Mode::Duplicate => prepare(&o.secret, 1)?,
+    });
+    if o.mode == Mode::Duplicate {
+        // priming send: afterwards every copy is a duplicate
+        let p = &pool[0];
+        let r = http::post_signed(
+            &http::agent(Duration::from_secs(10)),
+            &o.webhook_url,
+            &p.event_id,
+            &p.body,
+            &p.signature,
+            None,
+            None,
+        )?;
+        if !r.is_success() {
+            return Err(CliError::Failed(format!(
+                "the priming delivery was answered {}: {}",
+                r.status,
+                http::short(&r.text)
+            )));
+        }
+    }
+    if !o.json {
+        eprintln!(
+            "load: mode {}, {} threads, up to {} s{} against {}",
+            o.mode.as_str(),
+            o.concurrency,
+            duration.as_secs(),
+            if cap == usize::MAX {
+                String::new()
+            } else {
+                format!(" or {cap} requests")
+            },
+            o.webhook_url
+        );
+    }
+    let next = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let deadline = start + duration;
+    let handles: Vec<_> = (0..o.concurrency)
+        .map(|_| {
+            let (pool, next, stop) = (pool.clone(), next.clone(), stop.clone());
+            let url = o.webhook_url.clone();
+            let (mode, admin, effect_timeout) = (o.mode, o.admin.clone(), o.effect_timeout);
+            thread::spawn(move || {
+                let agent = http::agent(Duration::from_secs(10));
+                let mut st = ThreadStats::default();
+                loop {
+                    if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                        break;
+                    }
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= cap {
+                        break;
+                    }
+                    let p = if mode == Mode::Duplicate {
+                        &pool[0]
+                    } else {
+                        &pool[i]
+                    };
+                    let t0 = Instant::now();
+                    let r = http::post_signed(
+                        &agent,
+                        &url,
+                        &p.event_id,
+                        &p.body,
+                        &p.signature,
+                        None,
+                        None,
+                    );
+                    st.requests += 1;
+                    match r {
+                        Ok(r) => {
+                            st.latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
+                            *st.statuses.entry(r.status).or_default() += 1;
+                            if !r.is_success() {
+                                st.non_2xx += 1;
+                                st.first_error.get_or_insert_with(|| {
+                                    format!("{} {}", r.status, http::short(&r.text))
+                                });
+                                continue;
+                            }
+                            match r.duplicate() {
+                                Some(false) => st.duplicate_false += 1,
+                                Some(true) => st.duplicate_true += 1,
+                                None => {}
+                            }
+                            if mode == Mode::E2e {
+                                let admin = admin.as_ref().expect("checked above");
+                                let until = Instant::now() + effect_timeout;
+                                loop {
+                                    if has_fulfilment(admin, &p.resource_id) {
+                                        st.effect_latencies
+                                            .push(t0.elapsed().as_secs_f64() * 1000.0);
+                                        break;
+                                    }
+                                    if Instant::now() >= until {
+                                        st.effects_timed_out += 1;
+                                        break;
+                                    }
+                                    thread::sleep(Duration::from_millis(20));
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            st.errors += 1;
+                            st.first_error.get_or_insert_with(|| e.to_string());
+                            if st.errors >= 100 && st.errors == st.requests {
+                                // nothing is getting through: stop everyone instead of spinning
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                }
+                st
+            })
+        })
+        .collect();
+    let stats: Vec<ThreadStats> = handles
+        .into_iter()
+        .map(|h| h.join().expect("load thread"))
+        .collect();
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut all = ThreadStats::default();
+    for s in stats {
+        all.latencies.extend(s.latencies);
+        all.effect_latencies.extend(s.effect_latencies);
+        all.requests += s.requests;
+        all.errors += s.errors;
+        all.non_2xx += s.non_2xx;
+        all.duplicate_false += s.duplicate_false;
+        all.duplicate_true += s.duplicate_true;
+        all.effects_timed_out += s.effects_timed_out;
+        if all.first_error.is_none() {
+            all.first_error = s.first_error;
+        }
+        for (k, v) in s.statuses {
+            *all.statuses.entry(k).or_default() += v;
+        }
+    }
+    let e2e = o.mode == Mode::E2e;
+    let report = LoadReport {
+        mode: o.mode.as_str(),
+        url: o.webhook_url.clone(),
+        concurrency: o.concurrency,
+        duration_s: (elapsed * 1000.0).round() / 1000.0,
+        requests: all.requests,
+        errors: all.errors,
+        non_2xx: all.non_2xx,
+        statuses: all
+            .statuses
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        duplicate_false: all.duplicate_false,
+        duplicate_true: all.duplicate_true,
+        throughput_rps: if elapsed > 0.0 {
+            ((all.requests as f64 / elapsed) * 10.0).round() / 10.0
+        } else {
+            0.0
+        },
+        latency_ms: LatencySummary::from_samples(all.latencies),
+        effects_seen: e2e.then_some(all.effect_latencies.len()),
+        effect_latency_ms: if e2e {
+            LatencySummary::from_samples(all.effect_latencies)
+        } else {
+            None
+        },
+        effects_timed_out: e2e.then_some(all.effects_timed_out),
+        first_error: all.first_error,
+    };
+    if o.json {
+        println!("{}", serde_json::to_value(&report).unwrap_or(Value::Null));
+    } else {
+        print_report(&report);
+    }
+    if all.errors > 0 && all.errors == all.requests {
+        return Err(CliError::Failed(format!(
+            "every request failed: {}",
+            report.first_error.clone().unwrap_or_default()
+        )));
+    }
+    Ok(0)
+}
+
+fn fmt_summary(s: &Option<LatencySummary>) -> String {
+    match s {
+        Some(s) => format!(
+            "p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}  (mean {:.2}, n={})",
+            s.p50, s.p90, s.p99, s.max, s.mean, s.count
+        ),
+        None => "no samples".into(),
+    }
+}
+
+fn print_report(r: &LoadReport) {
+    println!(
+        "{} requests in {:.2} s ({} concurrent, mode {}): {:.1} req/s",
+        r.requests, r.duration_s, r.concurrency, r.mode, r.throughput_rps
+    );
+    println!(
+        "errors {}, non-2xx {}, statuses {}, duplicate:false {}, duplicate:true {}",
+        r.errors,
+        r.non_2xx,
+        json!(r.statuses),
+        r.duplicate_false,
+        r.duplicate_true
+    );
+    println!("POST latency ms:   {}", fmt_summary(&r.latency_ms));
+    if let Some(seen) = r.effects_seen {
+        println!(
+            "POST→effect ms:    {} ({} fulfilments seen, {} timed out)",
+            fmt_summary(&r.effect_latency_ms),
+            seen,
+            r.effects_timed_out.unwrap_or(0)
+        );
+    }
+    if let Some(e) = &r.first_error {
+        println!("first error: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_defaults_and_caps() {
+        assert_eq!(
+            bounds(Mode::New, Some(5), None).unwrap(),
+            (Duration::from_secs(5), DEFAULT_NEW_POOL)
+        );
+        assert_eq!(
+            bounds(Mode::New, None, Some(50)).unwrap(),
+            (Duration::from_secs(240), 50)
+        );
+        assert_eq!(
+            bounds(Mode::Duplicate, None, None).unwrap(),
+            (Duration::from_secs(10), usize::MAX)
+        );
+        assert_eq!(
+            bounds(Mode::E2e, Some(30), None).unwrap().1,
+            DEFAULT_E2E_INVOICES
+        );
+        assert_eq!(
+            bounds(Mode::New, Some(240), Some(1)).unwrap(),
+            (Duration::from_secs(240), 1)
+        );
+        let e = bounds(Mode::New, Some(241), None).unwrap_err();
+        assert!(e.to_string().contains("300 s"), "{e}");
+        assert!(bounds(Mode::New, Some(0), None).is_err());
+        assert!(bounds(Mode::New, None, Some(0)).is_err());
+    }
+
+    #[test]
+    fn prepared_requests_verify() {
+        let secret = Secret::new("whsec_x");
+        let p = prepare(&secret, 3).unwrap();
+        assert_eq!(p.len(), 3);
+        assert_ne!(p[0].event_id, p[1].event_id);
+        let set = paymos_core::SecretSet::parse("whsec_x").unwrap();
+        for r in &p {
+            assert!(
+                paymos_core::verify(Some(&r.signature), &r.body, &set, crate::now_unix(), 300)
+                    .is_ok()
+            );
+            assert!(paymos_core::parse_envelope(&r.body, Some(&r.event_id)).is_ok());
+        }
+    }
+}

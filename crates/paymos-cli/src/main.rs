@@ -1,0 +1,304 @@
+//! `paymos`: send, deliver and check Paymos webhooks; a provider sandbox; a load generator.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use paymos_cli::check::{self, CheckOptions};
+use paymos_cli::deliver::{self, Target};
+use paymos_cli::envelope::{parse_data_arg, EventSpec};
+use paymos_cli::error::CliError;
+use paymos_cli::http::Admin;
+use paymos_cli::load::{self, LoadOptions, Mode};
+use paymos_cli::{sandbox, urls, DEFAULT_SECRET};
+use paymos_core::Secret;
+
+#[derive(Parser)]
+#[command(
+    name = "paymos",
+    version,
+    about = "Send, deliver and check Paymos webhooks against a receiver",
+    long_about = "Send, deliver and check Paymos webhooks against a receiver.\n\n\
+        Deliveries are built and signed exactly as CONTRACT.md §1 says (X-Webhook-Id, \
+        X-Webhook-Signature: t=…,v1=…), with the same signer the receiver verifies with.\n\n\
+        Exit codes: 0 success; 1 the thing under test failed (a non-2xx reply, a delivery \
+        that was never acknowledged, a check step that did not pass); 2 the command could not \
+        run (bad arguments, an unreachable URL, a refused admin token).",
+    after_help = "Examples:\n  \
+        paymos sandbox --port 8790\n  \
+        paymos send invoice.paid --to http://127.0.0.1:8787\n  \
+        paymos deliver invoice.paid --to http://127.0.0.1:8787 --ladder --time-scale 3600\n  \
+        paymos check --to http://127.0.0.1:8787 --admin-token dev-admin-token-change-me --sandbox http://127.0.0.1:8790\n  \
+        paymos load --to http://127.0.0.1:8787 --mode new --concurrency 8 --duration-seconds 10"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build, sign and POST one event; print the status and the reply
+    Send(SendArgs),
+    /// Deliver one event the way Paymos does: up to 11 attempts on the retry ladder
+    Deliver(DeliverArgs),
+    /// Run the five-step idempotency proof against a receiver's webhook and admin API
+    Check(CheckArgs),
+    /// Run a local stand-in for the Paymos invoice API (for reconciliation)
+    Sandbox(SandboxArgs),
+    /// Generate load against a local receiver and report throughput and latency percentiles
+    Load(LoadArgs),
+}
+
+#[derive(Args)]
+struct EventArgs {
+    /// Event type, `<category>.<action>`: invoice.paid, invoice.confirming, withdrawal.completed, deposit.confirmed, …
+    #[arg(value_name = "EVENT_TYPE")]
+    event_type: String,
+    /// The receiver: its origin (`/webhooks/paymos` is added) or the full webhook URL
+    #[arg(long, value_name = "URL")]
+    to: String,
+    /// Resource id in data.id (inv_…, wdr_…, pcd_…); random of the event's kind when absent
+    #[arg(long, value_name = "ID")]
+    resource: Option<String>,
+    /// Event id (evt_…); random when absent. Reuse one (with the same --resource) to send a duplicate
+    #[arg(long, value_name = "ID")]
+    event_id: Option<String>,
+    /// Endpoint secret to sign with (the whole string, whsec_ prefix included)
+    #[arg(long, value_name = "S", env = "PAYMOS_WEBHOOK_SECRET", default_value = DEFAULT_SECRET, hide_env_values = true, hide_default_value = true)]
+    secret: String,
+    /// Also sign with this old secret: the header carries two v1 values, new then old
+    #[arg(long, value_name = "OLD")]
+    rotate_with: Option<String>,
+    /// A JSON object merged into `data`, e.g. '{"amount":"12.50"}'
+    #[arg(long, value_name = "JSON")]
+    data: Option<String>,
+    /// A `paymos sandbox` URL: an invoice.paid is first registered there as paid
+    #[arg(long, value_name = "URL")]
+    sandbox: Option<String>,
+    /// Print one JSON document instead of text
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct SendArgs {
+    #[command(flatten)]
+    event: EventArgs,
+}
+
+#[derive(Args)]
+struct DeliverArgs {
+    #[command(flatten)]
+    event: EventArgs,
+    /// Retry on the contract's ladder: 11 attempts at 0, 1, 3, 7, 15, 30 min, 1, 2, 4, 8, 16 h
+    #[arg(long)]
+    ladder: bool,
+    /// Divide the ladder's offsets and the 10 s attempt timeout by N (timeout floor 1 s); 3600 makes 16 h into 16 s
+    #[arg(long, value_name = "N", default_value_t = 1.0)]
+    time_scale: f64,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The receiver's origin (its webhook is <URL>/webhooks/paymos, its admin API <URL>/admin/api)
+    #[arg(long, value_name = "URL")]
+    to: String,
+    /// The receiver's ADMIN_TOKEN
+    #[arg(
+        long,
+        value_name = "T",
+        env = "PAYMOS_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    admin_token: String,
+    /// An endpoint secret the receiver holds
+    #[arg(long, value_name = "S", env = "PAYMOS_WEBHOOK_SECRET", default_value = DEFAULT_SECRET, hide_env_values = true, hide_default_value = true)]
+    secret: String,
+    /// The `paymos sandbox` the receiver reconciles against (its PAYMOS_API_BASE); without it step 5 is partial
+    #[arg(long, value_name = "URL")]
+    sandbox: Option<String>,
+    /// Print one JSON report: {"steps":[{"step","name","pass","evidence"}],"pass"}
+    #[arg(long)]
+    json: bool,
+    /// How long to wait for each delivery to be processed
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    timeout_seconds: u64,
+}
+
+#[derive(Args)]
+struct SandboxArgs {
+    /// Port on 127.0.0.1 (0 picks a free one; the URL is printed on start)
+    #[arg(long, value_name = "P", default_value_t = sandbox::DEFAULT_PORT)]
+    port: u16,
+    /// The bearer key GET /v1/invoices requires (the receiver's PAYMOS_API_KEY)
+    #[arg(long, value_name = "K", env = "PAYMOS_SANDBOX_API_KEY", default_value = sandbox::DEFAULT_API_KEY, hide_env_values = true)]
+    api_key: String,
+    /// Do not log requests to stderr
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    /// Unique invoice.paid events (each a new row)
+    New,
+    /// One event over and over after one priming send (the dedupe path)
+    Duplicate,
+    /// Distinct invoices, each polled until its fulfilment exists (POST→effect latency)
+    E2e,
+}
+
+#[derive(Args)]
+struct LoadArgs {
+    /// The receiver, on a loopback address (127.0.0.1, ::1, localhost)
+    #[arg(long, value_name = "URL")]
+    to: String,
+    /// What to send
+    #[arg(long, value_enum, default_value = "new")]
+    mode: ModeArg,
+    /// Concurrent connections (threads, keep-alive)
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    concurrency: usize,
+    /// Stop after S seconds (at most 240: pre-signed signatures expire after 300 s); default 10, or 240 with --requests
+    #[arg(long, value_name = "S")]
+    duration_seconds: Option<u64>,
+    /// Stop after N requests (new: pre-signs N events, default 100000; e2e: N invoices, default 100)
+    #[arg(long, value_name = "N")]
+    requests: Option<usize>,
+    /// Endpoint secret to sign with
+    #[arg(long, value_name = "S", env = "PAYMOS_WEBHOOK_SECRET", default_value = DEFAULT_SECRET, hide_env_values = true, hide_default_value = true)]
+    secret: String,
+    /// The receiver's ADMIN_TOKEN (required by --mode e2e)
+    #[arg(
+        long,
+        value_name = "T",
+        env = "PAYMOS_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    admin_token: Option<String>,
+    /// e2e: how long to wait for one invoice's fulfilment
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    effect_timeout_seconds: u64,
+    /// Print one JSON document instead of text
+    #[arg(long)]
+    json: bool,
+}
+
+fn secret_arg(s: &str) -> Result<Secret, CliError> {
+    if s.trim().is_empty() {
+        return Err(CliError::usage("the secret is empty"));
+    }
+    Ok(Secret::new(s.trim()))
+}
+
+fn target(e: &EventArgs) -> Result<(Target, EventSpec), CliError> {
+    let to = urls::parse("--to", &e.to)?;
+    let mut secrets = vec![secret_arg(&e.secret)?];
+    if let Some(old) = &e.rotate_with {
+        secrets.push(secret_arg(old)?);
+    }
+    let sandbox = e
+        .sandbox
+        .as_deref()
+        .map(|s| urls::parse("--sandbox", s).map(|u| urls::base(&u)))
+        .transpose()?;
+    let spec = EventSpec {
+        event_type: e.event_type.clone(),
+        event_id: e.event_id.clone(),
+        resource_id: e.resource.clone(),
+        created: None,
+        extra_data: e.data.as_deref().map(parse_data_arg).transpose()?,
+        order_ref: None,
+    };
+    Ok((
+        Target {
+            url: urls::webhook_url(&to),
+            secrets,
+            sandbox,
+            json: e.json,
+        },
+        spec,
+    ))
+}
+
+fn run(cli: Cli) -> Result<i32, CliError> {
+    match cli.command {
+        Command::Send(a) => {
+            let (t, spec) = target(&a.event)?;
+            deliver::send(&t, &spec)
+        }
+        Command::Deliver(a) => {
+            let (t, spec) = target(&a.event)?;
+            deliver::deliver(&t, &spec, a.ladder, a.time_scale)
+        }
+        Command::Check(a) => {
+            let to = urls::parse("--to", &a.to)?;
+            let sandbox = a
+                .sandbox
+                .as_deref()
+                .map(|s| urls::parse("--sandbox", s).map(|u| urls::base(&u)))
+                .transpose()?;
+            if a.timeout_seconds == 0 {
+                return Err(CliError::usage("--timeout-seconds must be at least 1"));
+            }
+            check::run(&CheckOptions {
+                webhook_url: urls::webhook_url(&to),
+                admin: Admin::new(urls::admin_base(&to), a.admin_token),
+                secret: secret_arg(&a.secret)?,
+                sandbox,
+                timeout: Duration::from_secs(a.timeout_seconds),
+                json: a.json,
+            })
+        }
+        Command::Sandbox(a) => {
+            if a.api_key.trim().is_empty() {
+                return Err(CliError::usage("--api-key is empty"));
+            }
+            let (server, url) = sandbox::bind(a.port)?;
+            println!("paymos sandbox listening on {url} (API key: {})", a.api_key);
+            println!("  GET  {url}/v1/invoices?status=paid&limit=100&starting_after=inv_…   (Authorization: Bearer <key>)");
+            println!("  POST {url}/sandbox/invoices   {{\"id\":\"inv_…\",\"order_ref\":\"…\"}}   (registers a paid invoice)");
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            sandbox::serve(server, a.api_key, a.quiet);
+            Ok(0)
+        }
+        Command::Load(a) => {
+            let to = urls::parse("--to", &a.to)?;
+            if !urls::is_loopback(&to) {
+                return Err(CliError::usage(format!(
+                    "paymos load only targets loopback addresses (127.0.0.1, ::1, localhost), not {}: it is a benchmark tool, not a way to flood someone else's endpoint",
+                    to.host_str().unwrap_or("")
+                )));
+            }
+            let mode = match a.mode {
+                ModeArg::New => Mode::New,
+                ModeArg::Duplicate => Mode::Duplicate,
+                ModeArg::E2e => Mode::E2e,
+            };
+            load::run(&LoadOptions {
+                webhook_url: urls::webhook_url(&to),
+                mode,
+                concurrency: a.concurrency,
+                duration: a.duration_seconds,
+                requests: a.requests,
+                secret: secret_arg(&a.secret)?,
+                admin: a.admin_token.map(|t| Admin::new(urls::admin_base(&to), t)),
+                effect_timeout: Duration::from_secs(a.effect_timeout_seconds.max(1)),
+                json: a.json,
+            })
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("paymos: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
