@@ -22,6 +22,16 @@ export function envelope(type, resourceId, { eventId = randomId("evt_"), data = 
   };
 }
 
+/** The reply's text and, when it is JSON, its value. */
+async function readReply(res) {
+  const text = await res.text();
+  try {
+    return { text, json: JSON.parse(text) };
+  } catch {
+    return { text, json: undefined };
+  }
+}
+
 /** POSTs a delivery. `secrets` sign it (several = rotation header); `t` defaults to now. */
 export async function deliver(url, env, { secrets = [SECRET_NEW], t, headers = {}, rawBody, id } = {}) {
   const body = rawBody ?? JSON.stringify(env);
@@ -37,13 +47,7 @@ export async function deliver(url, env, { secrets = [SECRET_NEW], t, headers = {
     },
     body,
   });
-  const text = await res.text();
-  let json;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
+  const { text, json } = await readReply(res);
   return { status: res.status, json, text };
 }
 
@@ -53,13 +57,7 @@ export async function admin(url, method, path, body, token = ADMIN_TOKEN) {
     headers: { authorization: `Bearer ${token}`, ...(body ? { "content-type": "application/json" } : {}) },
     body: body ? JSON.stringify(body) : undefined,
   });
-  const text = await res.text();
-  let json;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
+  const { text, json } = await readReply(res);
   return { status: res.status, json, headers: res.headers };
 }
 
