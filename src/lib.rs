@@ -41,25 +41,18 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         })),
         p if p.starts_with("/admin/api/") => {
             let sub = &p["/admin/api/".len()..];
-            let resp = match admin::api(req, &env, sub).await {
-                Ok(r) => Ok(r),
-                Err(e) => e.into_response(),
-            };
-            resp.and_then(no_store)
+            admin_reply(admin::api(req, &env, sub).await)
         }
         p if p == "/admin" || p.starts_with("/admin/") => {
-            let resp = match admin_page::serve(req, &env, p).await {
-                Ok(r) => Ok(r),
-                Err(e) => e.into_response(),
-            };
-            resp.and_then(no_store)
+            admin_reply(admin_page::serve(req, &env, p).await)
         }
         _ => AppError::NotFound.into_response(),
     }
 }
 
-/// Admin answers carry operator data: never cached.
-fn no_store(mut resp: Response) -> Result<Response> {
+/// Admin answers, errors included, carry operator data: never cached.
+fn admin_reply(result: error::AppResult<Response>) -> Result<Response> {
+    let mut resp = result.or_else(AppError::into_response)?;
     resp.headers_mut().set("Cache-Control", "no-store")?;
     Ok(resp)
 }
