@@ -93,6 +93,29 @@ impl Checker<'_> {
         self.post(built, std::slice::from_ref(&self.o.secret))
     }
 
+    /// Delivers `built` correctly signed, records the reply as evidence, and requires a 2xx
+    /// (and, when given, that `duplicate` in the reply is `duplicate`).
+    fn deliver_expecting(
+        &self,
+        built: &Built,
+        ev: &mut Ev,
+        what: &str,
+        duplicate: Option<bool>,
+    ) -> StepResult {
+        let r = self.good(built)?;
+        ev.put("status", r.status);
+        ev.put("reply", r.body_value());
+        ensure(r.is_success(), || {
+            format!("{what} was answered {}, not 2xx", r.status)
+        })?;
+        match duplicate {
+            Some(d) => ensure(r.duplicate() == Some(d), || {
+                format!("{what} was not answered duplicate:{d}")
+            }),
+            None => Ok(()),
+        }
+    }
+
     fn admin(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
         self.o
             .admin
@@ -186,15 +209,7 @@ fn step1(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     ev.put("resource_id", built.resource_id.clone());
     ev.put("order_ref", order_ref.clone());
     let sent = Instant::now();
-    let r = c.good(&built)?;
-    ev.put("status", r.status);
-    ev.put("reply", r.body_value());
-    ensure(r.is_success(), || {
-        format!("the delivery was answered {}, not 2xx", r.status)
-    })?;
-    ensure(r.duplicate() == Some(false), || {
-        "a new delivery was not answered duplicate:false".into()
-    })?;
+    c.deliver_expecting(&built, ev, "the new delivery", Some(false))?;
     s.paid_invoices
         .push((built.resource_id.clone(), order_ref.clone()));
     let (d, took) = c.wait_processed(&built.event_id, sent)?;
@@ -236,15 +251,7 @@ fn step2(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     };
     ev.put("event_id", built.event_id.clone());
     ev.put("resource_id", built.resource_id.clone());
-    let r = c.good(built)?;
-    ev.put("status", r.status);
-    ev.put("reply", r.body_value());
-    ensure(r.is_success(), || {
-        format!("the repeated delivery was answered {}, not 2xx", r.status)
-    })?;
-    ensure(r.duplicate() == Some(true), || {
-        "the repeated delivery was not answered duplicate:true".into()
-    })?;
+    c.deliver_expecting(built, ev, "the repeated delivery", Some(true))?;
     // A duplicate enqueues nothing; give a misbehaving receiver a moment to show it anyway.
     thread::sleep(Duration::from_millis(500));
     let res = c.resource(&built.resource_id)?;
@@ -407,15 +414,7 @@ fn step4(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     })?;
     s.paid_invoices.push((built.resource_id.clone(), order_ref));
     let sent = Instant::now();
-    let r = c.good(&built)?;
-    ev.put("status", r.status);
-    ev.put("reply", r.body_value());
-    ensure(r.is_success(), || {
-        format!(
-            "the correctly signed delivery was answered {}, not 2xx",
-            r.status
-        )
-    })?;
+    c.deliver_expecting(&built, ev, "the correctly signed delivery", None)?;
     let (d, _) = c.wait_processed(&built.event_id, sent)?;
     ev.put("outcome", d["outcome"].clone());
     ensure(d["outcome"] == "stale", || {
