@@ -13,12 +13,7 @@ after(async () => {
   await w?.close();
 });
 
-const processed = (eventId, ms) =>
-  eventually(
-    `${eventId} to be processed`,
-    () => w.db.prepare("SELECT * FROM webhook_delivery WHERE event_id = ? AND processed_at IS NOT NULL").bind(eventId).first(),
-    ms,
-  );
+const processed = (eventId, ms) => w.processed(eventId, ms);
 const effects = async (resourceId, kind) =>
   (await w.db.prepare("SELECT * FROM effect WHERE resource_id = ? AND kind = ? ORDER BY id").bind(resourceId, kind).all()).results;
 const resource = async (id) => (await admin(w.url, "GET", `/resources/${id}`)).json;

@@ -1,7 +1,7 @@
 // The ground everything stands on: the built worker runs in workerd with a real D1 and queue.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker, eventually } from "./helpers/worker.mjs";
+import { startWorker } from "./helpers/worker.mjs";
 import { deliver, envelope, randomId } from "./helpers/paymos.mjs";
 
 let w;
@@ -35,9 +35,7 @@ test("round trip: POST → row in D1 → queue message consumed → processed", 
   assert.equal(row.body, JSON.stringify(env), "the raw body is stored as received");
 
   // only the queue consumer sets processed_at: seeing it proves the message went through the queue
-  const processed = await eventually("the consumer to process the delivery", () =>
-    w.db.prepare("SELECT processed_at, outcome FROM webhook_delivery WHERE event_id = ? AND processed_at IS NOT NULL").bind(env.event_id).first(),
-  );
+  const processed = await w.processed(env.event_id);
   assert.equal(processed.outcome, "applied");
   const fulfilments = await w.db.prepare("SELECT count(*) AS n FROM effect WHERE resource_id = ? AND kind = 'fulfilment'").bind(inv).first();
   assert.equal(fulfilments.n, 1);

@@ -17,10 +17,7 @@ const rowCount = async (eventId) =>
 const totalRows = async () => (await w.db.prepare("SELECT count(*) AS n FROM webhook_delivery").first()).n;
 /** One `consume` log line is written per queue message the consumer receives. */
 const consumeLines = (eventId) => w.logs.filter((l) => l.stage === "consume" && l.event_id === eventId);
-const processed = (eventId) =>
-  eventually(`${eventId} to be processed`, () =>
-    w.db.prepare("SELECT * FROM webhook_delivery WHERE event_id = ? AND processed_at IS NOT NULL").bind(eventId).first(),
-  );
+const processed = (eventId) => w.processed(eventId);
 /** Waits past the queue's batch timeout so that any further message would have arrived. */
 const settle = () => new Promise((r) => setTimeout(r, 2500));
 

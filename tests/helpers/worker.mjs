@@ -109,6 +109,14 @@ export async function startWorker({ vars = {}, persistDir, port: fixedPort, logL
     db,
     dir,
     logs,
+    /** Waits until the consumer has processed the delivery; resolves with its row. */
+    processed(eventId, ms) {
+      return eventually(
+        `${eventId} to be processed`,
+        () => db.prepare("SELECT * FROM webhook_delivery WHERE event_id = ? AND processed_at IS NOT NULL").bind(eventId).first(),
+        ms,
+      );
+    },
     async scheduled(cron = "*/5 * * * *") {
       const worker = await mf.getWorker();
       return worker.scheduled({ cron });
