@@ -14,6 +14,11 @@ pub async fn receive(req: Request, env: &Env) -> worker::Result<Response> {
         .headers()
         .get("X-Webhook-Id")?
         .filter(|id| is_valid_event_id(id));
+    // informational and unsigned: logged only as a number
+    let attempt = req
+        .headers()
+        .get("X-Webhook-Attempt")?
+        .and_then(|a| a.trim().parse::<u32>().ok());
     let result = handle(req, env).await;
     let (status, outcome, resource, event_type) = match &result {
         Ok(r) => (
@@ -31,6 +36,7 @@ pub async fn receive(req: Request, env: &Env) -> worker::Result<Response> {
         "resource_id": resource,
         "outcome": outcome,
         "status": status,
+        "attempt": attempt,
         "duration_ms": Date::now().as_millis().saturating_sub(started),
     });
     if let Some(detail) = result.as_ref().err().and_then(|e| e.detail()) {

@@ -223,15 +223,18 @@ test("one structured log line per delivery, never the secret, signature or body"
   const env = envelope("invoice.paid", randomId("inv_"), { data: { marker: "BODY_MARKER_7f3a" } });
   const t = Math.floor(Date.now() / 1000);
   const v1 = sign(SECRET_NEW, t, JSON.stringify(env));
-  await deliver(w.url, env, { t });
-  await deliver(w.url, env, { t });
+  await deliver(w.url, env, { t, headers: { "x-webhook-attempt": "1" } });
+  await deliver(w.url, env, { t, headers: { "x-webhook-attempt": "2" } });
   const lines = await eventually("two receive lines", () => {
     const l = w.logs.filter((x) => x.stage === "receive" && x.event_id === env.event_id);
     return l.length === 2 ? l : null;
   });
   assert.deepEqual(
-    lines.map((l) => l.outcome),
-    ["accepted", "duplicate"],
+    lines.map((l) => [l.outcome, l.attempt]),
+    [
+      ["accepted", 1],
+      ["duplicate", 2],
+    ],
   );
   for (const l of lines) {
     assert.equal(l.event_type, "invoice.paid");
