@@ -18,6 +18,10 @@ pub enum AppError {
     /// 403: a mutating admin call that looks cross-site.
     Forbidden(&'static str),
     BadRequest(&'static str, String),
+    /// 502: the provider's API failed us (reconciliation).
+    Upstream(String),
+    /// 503: a feature needs configuration this deployment lacks.
+    NotConfigured(&'static str, String),
     /// 503 so that the sender retries.
     Database(String),
     Internal(String),
@@ -33,7 +37,8 @@ impl AppError {
             AppError::MethodNotAllowed(_) => 405,
             AppError::NotFound => 404,
             AppError::Forbidden(_) => 403,
-            AppError::Database(_) => 503,
+            AppError::Upstream(_) => 502,
+            AppError::Database(_) | AppError::NotConfigured(..) => 503,
             AppError::Internal(_) => 500,
         }
     }
@@ -47,7 +52,8 @@ impl AppError {
             AppError::NotFound => "not_found",
             AppError::Unauthorized => "unauthorized",
             AppError::Forbidden(code) => code,
-            AppError::BadRequest(code, _) => code,
+            AppError::BadRequest(code, _) | AppError::NotConfigured(code, _) => code,
+            AppError::Upstream(_) => "provider_api_error",
             AppError::Database(_) => "database_unavailable",
             AppError::Internal(_) => "internal_error",
         }
@@ -65,7 +71,9 @@ impl AppError {
     fn message(&self) -> Option<String> {
         match self {
             AppError::Envelope(e) => Some(e.to_string()),
-            AppError::BadRequest(_, m) => Some(m.clone()),
+            AppError::BadRequest(_, m) | AppError::Upstream(m) | AppError::NotConfigured(_, m) => {
+                Some(m.clone())
+            }
             AppError::PayloadTooLarge => Some("the body exceeds the size limit".into()),
             _ => None,
         }

@@ -46,7 +46,7 @@ async fn fetch_page(base: &str, key: &str, after: Option<&str>) -> AppResult<Inv
     headers.set("Authorization", &format!("Bearer {key}"))?;
     let mut init = RequestInit::new();
     init.with_method(Method::Get).with_headers(headers);
-    let provider_error = |m: String| AppError::BadRequest("provider_api_error", m);
+    let provider_error = AppError::Upstream;
     let mut resp = Fetch::Request(Request::new_with_init(&url, &init)?)
         .send()
         .await
@@ -63,18 +63,16 @@ async fn fetch_page(base: &str, key: &str, after: Option<&str>) -> AppResult<Inv
 }
 
 pub async fn run(env: &Env) -> AppResult<Value> {
-    let base = config::string(env, "PAYMOS_API_BASE").ok_or_else(|| {
-        AppError::BadRequest(
-            "reconciliation_not_configured",
-            "PAYMOS_API_BASE is not set".into(),
-        )
-    })?;
-    let key = config::string(env, "PAYMOS_API_KEY").ok_or_else(|| {
-        AppError::BadRequest(
-            "reconciliation_not_configured",
-            "PAYMOS_API_KEY is not set".into(),
-        )
-    })?;
+    let setting = |name: &'static str| {
+        config::string(env, name).ok_or_else(|| {
+            AppError::NotConfigured(
+                "reconciliation_not_configured",
+                format!("{name} is not set"),
+            )
+        })
+    };
+    let base = setting("PAYMOS_API_BASE")?;
+    let key = setting("PAYMOS_API_KEY")?;
     let db = env.d1("DB")?;
     let mut checked = 0usize;
     let mut missing = Vec::new();
