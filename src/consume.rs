@@ -4,7 +4,7 @@ use crate::error::{AppError, AppResult};
 use crate::transition::{self, Change};
 use crate::{config, log, sql};
 use paymos_core::ladder::consumer_retry_delay;
-use paymos_core::{machine, parse_envelope};
+use paymos_core::{is_valid_event_id, machine, parse_envelope};
 use serde::{Deserialize, Serialize};
 use worker::{D1Database, Env, MessageBatch, MessageExt, QueueRetryOptionsBuilder};
 
@@ -63,8 +63,17 @@ pub async fn consume(batch: MessageBatch<DeliveryMessage>, env: &Env) -> worker:
     let db = env.d1("DB")?;
     let dead_letter = batch.queue().ends_with("-dlq");
     let base = config::retry_base_seconds(env);
-    for message in batch.messages()? {
-        let event_id = message.body().event_id.clone();
+    // message by message: one that is not ours must not hold back the rest of the batch
+    for message in batch.raw_iter() {
+        let event_id = match serde_wasm_bindgen::from_value::<DeliveryMessage>(message.body()) {
+            Ok(m) if is_valid_event_id(&m.event_id) => m.event_id,
+            _ => {
+                // retrying cannot make it readable: log it and let it go
+                log::line("consume", "-", "unreadable_message", None);
+                message.ack();
+                continue;
+            }
+        };
         if dead_letter {
             // every retry failed: the delivery stays, marked dead, visible and replayable
             match sql::mark_dead(&db, &event_id).await {

@@ -3,6 +3,7 @@
 use crate::consume::{DeliveryMessage, QUEUE_BINDING};
 use crate::error::{AppError, AppResult};
 use crate::{config, sql};
+use futures_util::StreamExt;
 use paymos_core::{is_valid_event_id, parse_envelope, signature};
 use serde_json::json;
 use worker::{console_log, Date, Env, Request, Response};
@@ -70,15 +71,7 @@ async fn handle(mut req: Request, env: &Env) -> AppResult<Received> {
     if declared.is_some_and(|n| n > max as u64) {
         return Err(AppError::PayloadTooLarge);
     }
-    let body = req.bytes().await.map_err(|_| {
-        AppError::BadRequest(
-            "unreadable_body",
-            "the request body could not be read".into(),
-        )
-    })?;
-    if body.len() > max {
-        return Err(AppError::PayloadTooLarge);
-    }
+    let body = read_capped(&mut req, max).await?;
 
     let secrets = config::secrets(env)?;
     let now = (Date::now().as_millis() / 1000) as i64;
@@ -119,4 +112,28 @@ async fn handle(mut req: Request, env: &Env) -> AppResult<Received> {
         event_type: envelope.event_type,
         enqueue_error,
     })
+}
+
+/// Reads the body, stopping as soon as it passes `max` bytes: a chunked body with no
+/// Content-Length is refused without being buffered whole.
+async fn read_capped(req: &mut Request, max: usize) -> AppResult<Vec<u8>> {
+    let unreadable = || {
+        AppError::BadRequest(
+            "unreadable_body",
+            "the request body could not be read".into(),
+        )
+    };
+    // no body at all (e.g. Content-Length: 0): an empty one
+    let Ok(mut stream) = req.stream() else {
+        return Ok(Vec::new());
+    };
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| unreadable())?;
+        if body.len() + chunk.len() > max {
+            return Err(AppError::PayloadTooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }

@@ -378,3 +378,16 @@ test("admin off when ADMIN_TOKEN is unset: 404 everywhere under /admin", async (
     await off.close();
   }
 });
+
+test("a queue message that is not ours is dropped without holding back the batch", async () => {
+  const queue = await w.mf.getQueueProducer("DELIVERIES");
+  const env = envelope("invoice.paid", randomId("inv_"));
+  await w.db
+    .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body) VALUES (?, ?, ?, ?)")
+    .bind(env.event_id, env.data.id, env.type, JSON.stringify(env))
+    .run();
+  const before = w.logs.filter((l) => l.outcome === "unreadable_message").length;
+  await queue.sendBatch([{ body: { garbage: true } }, { body: { event_id: "evt_../x" } }, { body: "text" }, { body: { event_id: env.event_id } }]);
+  assert.equal((await processed(env.event_id)).outcome, "applied");
+  await eventually("the three unreadable messages to be logged", () => w.logs.filter((l) => l.outcome === "unreadable_message").length - before === 3);
+});

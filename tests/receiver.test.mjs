@@ -290,3 +290,35 @@ test("the queue unavailable after the insert: still 200 (the row is durable), th
     await noQueue.close();
   }
 });
+
+/** POSTs `body` in chunks with no Content-Length (Transfer-Encoding: chunked). */
+async function deliverChunked(env, body, chunkSize = 16 * 1024) {
+  const t = Math.floor(Date.now() / 1000);
+  const bytes = Buffer.from(body);
+  const stream = new ReadableStream({
+    start(controller) {
+      for (let i = 0; i < bytes.length; i += chunkSize) controller.enqueue(bytes.subarray(i, i + chunkSize));
+      controller.close();
+    },
+  });
+  const res = await fetch(`${w.url}/webhooks/paymos`, {
+    method: "POST",
+    headers: { "x-webhook-id": env.event_id, "x-webhook-signature": `t=${t},v1=${sign(SECRET_NEW, t, bytes)}` },
+    body: stream,
+    duplex: "half",
+  });
+  return { status: res.status, json: await res.json() };
+}
+
+test("a chunked body with no Content-Length: over the limit 413 (read no further), under it 200", async () => {
+  const big = envelope("invoice.paid", randomId("inv_"), { data: { note: "z".repeat(300 * 1024) } });
+  const before = await totalRows();
+  const over = await deliverChunked(big, JSON.stringify(big));
+  assert.equal(over.status, 413);
+  assert.equal(over.json.error, "payload_too_large");
+  assert.equal(await totalRows(), before);
+  const small = envelope("invoice.paid", randomId("inv_"), { data: { note: "z".repeat(100 * 1024) } });
+  const ok = await deliverChunked(small, JSON.stringify(small));
+  assert.equal(ok.status, 200);
+  assert.equal(await rowCount(small.event_id), 1);
+});
