@@ -5,7 +5,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 WASM_BINDGEN_BIN="$(command -v wasm-bindgen)"
 export WASM_BINDGEN_BIN
-# esbuild from the npm packages, so worker-build downloads nothing
+# wasm-opt (binaryen, from the npm registry) and esbuild from the npm packages, so worker-build
+# downloads nothing
+export WASM_OPT_BIN="$ROOT/node_modules/.bin/wasm-opt"
+[ -x "$WASM_OPT_BIN" ] || { say "node_modules/.bin/wasm-opt is missing: run scripts/setup.sh"; exit 1; }
 if [ -x node_modules/esbuild/bin/esbuild ]; then export ESBUILD_BIN="$ROOT/node_modules/esbuild/bin/esbuild"; fi
 export PAYMOS_BUILD_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 worker-build --release
