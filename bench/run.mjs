@@ -36,7 +36,7 @@ const results = { started_at: new Date().toISOString(), machine: { cpus: os.cpus
 async function measure(name, fn) {
   const row = {};
   for (const [key, def] of Object.entries(workers)) {
-    const w = await startWorker({ scriptPath: def.script, vars: { QUEUE_RETRY_BASE_SECONDS: "10" } });
+    const w = await startWorker({ scriptPath: def.script, collectLogs: false });
     try {
       row[key] = await fn(w, key);
     } finally {
@@ -58,7 +58,7 @@ for (const c of CONNECTIONS) {
 }
 // end to end needs the business logic: ours only
 {
-  const w = await startWorker();
+  const w = await startWorker({ collectLogs: false });
   try {
     results.scenarios.e2e = { rust: await load(w.url, "e2e", 16, ["--requests", String(E2E_INVOICES), "--admin-token", ADMIN_TOKEN]) };
   } finally {
