@@ -71,7 +71,7 @@ async fn handle(mut req: Request, env: &Env) -> AppResult<Received> {
     if declared.is_some_and(|n| n > max as u64) {
         return Err(AppError::PayloadTooLarge);
     }
-    let body = read_capped(&mut req, max).await?;
+    let body = read_body(&mut req, declared, max).await?;
 
     let secrets = config::secrets(env)?;
     let now = (Date::now().as_millis() / 1000) as i64;
@@ -114,15 +114,33 @@ async fn handle(mut req: Request, env: &Env) -> AppResult<Received> {
     })
 }
 
-/// Reads the body, stopping as soon as it passes `max` bytes: a chunked body with no
-/// Content-Length is refused without being buffered whole.
-async fn read_capped(req: &mut Request, max: usize) -> AppResult<Vec<u8>> {
+/// Reads the body, never buffering more than `max` bytes. With a Content-Length (already
+/// checked against `max`) the body is taken in one piece, the fast path; without one (chunked)
+/// it is read as it streams and refused as soon as it passes the limit.
+async fn read_body(req: &mut Request, declared: Option<u64>, max: usize) -> AppResult<Vec<u8>> {
     let unreadable = || {
         AppError::BadRequest(
             "unreadable_body",
             "the request body could not be read".into(),
         )
     };
+    if declared.is_some() {
+        let body = req.bytes().await.map_err(|_| unreadable())?;
+        // the runtime enforces Content-Length, but the limit is ours to keep
+        return if body.len() > max {
+            Err(AppError::PayloadTooLarge)
+        } else {
+            Ok(body)
+        };
+    }
+    read_capped(req, max, unreadable).await
+}
+
+async fn read_capped(
+    req: &mut Request,
+    max: usize,
+    unreadable: impl Fn() -> AppError,
+) -> AppResult<Vec<u8>> {
     // no body at all (e.g. Content-Length: 0): an empty one
     let Ok(mut stream) = req.stream() else {
         return Ok(Vec::new());
