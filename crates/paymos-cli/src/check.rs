@@ -93,6 +93,20 @@ impl Checker<'_> {
         self.post(built, std::slice::from_ref(&self.o.secret))
     }
 
+    /// Loads the resource, records its status and fulfilment count, and requires exactly one
+    /// fulfilment; returns the resource and that fulfilment.
+    fn one_fulfilment(&self, resource_id: &str, ev: &mut Ev) -> Result<(Value, Value), String> {
+        let res = self.resource(resource_id)?;
+        let f = fulfilments(&res);
+        ev.put("resource_status", res["status"].clone());
+        ev.put("fulfilments", f.len());
+        ensure(f.len() == 1, || {
+            format!("{} fulfilments, expected exactly 1", f.len())
+        })?;
+        let fulfilment = f.into_iter().next().unwrap_or(Value::Null);
+        Ok((res, fulfilment))
+    }
+
     /// Delivers `built` correctly signed, records the reply as evidence, and requires a 2xx
     /// (and, when given, that `duplicate` in the reply is `duplicate`).
     fn deliver_expecting(
@@ -219,26 +233,20 @@ fn step1(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     ensure(d["outcome"] == "applied", || {
         format!("outcome is {}, expected \"applied\"", d["outcome"])
     })?;
-    let res = c.resource(&built.resource_id)?;
-    let f = fulfilments(&res);
-    ev.put("resource_status", res["status"].clone());
-    ev.put("fulfilments", f.len());
-    ensure(f.len() == 1, || {
-        format!("{} fulfilments, expected exactly 1", f.len())
-    })?;
-    let code = f[0]["license_code"]
+    let (res, fulfilment) = c.one_fulfilment(&built.resource_id, ev)?;
+    let code = fulfilment["license_code"]
         .as_str()
         .unwrap_or_default()
         .to_string();
     ev.put("license_code", code.clone());
-    ev.put("fulfilment_order_ref", f[0]["order_ref"].clone());
+    ev.put("fulfilment_order_ref", fulfilment["order_ref"].clone());
     ensure(!code.is_empty(), || {
         "the fulfilment has no license_code".into()
     })?;
-    ensure(f[0]["order_ref"] == order_ref.as_str(), || {
+    ensure(fulfilment["order_ref"] == order_ref.as_str(), || {
         format!(
             "the fulfilment's order_ref is {}, expected {order_ref}",
-            f[0]["order_ref"]
+            fulfilment["order_ref"]
         )
     })?;
     s.step1 = Some((built, code, res["effects"].clone()));
@@ -423,13 +431,7 @@ fn step4(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
             d["outcome"]
         )
     })?;
-    let res = c.resource(&built.resource_id)?;
-    let f = fulfilments(&res);
-    ev.put("resource_status", res["status"].clone());
-    ev.put("fulfilments", f.len());
-    ensure(f.len() == 1, || {
-        format!("{} fulfilments, expected exactly 1", f.len())
-    })?;
+    c.one_fulfilment(&built.resource_id, ev)?;
     Ok(())
 }
 
