@@ -75,17 +75,9 @@ impl Serialize for Ordered {
     }
 }
 
-fn is_type_part(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-}
-
-/// Splits `<category>.<action>` as the receiver does (lowercase letters, digits, `_`).
+/// Splits `<category>.<action>` with the receiver's own rule (`paymos_core::split_event_type`).
 pub fn split_event_type(t: &str) -> Result<(&str, &str), CliError> {
-    t.split_once('.')
-        .filter(|(c, a)| is_type_part(c) && is_type_part(a))
-        .ok_or_else(|| {
+    paymos_core::split_event_type(t).ok_or_else(|| {
             CliError::usage(format!(
                 "event type {t:?} is not <category>.<action> (e.g. invoice.paid, withdrawal.completed, deposit.confirmed)"
             ))

@@ -95,8 +95,9 @@ fn is_type_part(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
-/// Splits `<category>.<action>`; `None` if it does not have that shape.
-fn split_type(t: &str) -> Option<(&str, &str)> {
+/// Splits `<category>.<action>` (each part lowercase letters, digits, `_`; at most
+/// [`MAX_EVENT_TYPE_LEN`] in all); `None` if it does not have that shape.
+pub fn split_event_type(t: &str) -> Option<(&str, &str)> {
     if t.len() > MAX_EVENT_TYPE_LEN {
         return None;
     }
@@ -129,7 +130,8 @@ pub fn parse_envelope(
     }
 
     let event_type = required_str(&obj, "type")?;
-    let (category, action) = split_type(event_type).ok_or(EnvelopeError::InvalidField("type"))?;
+    let (category, action) =
+        split_event_type(event_type).ok_or(EnvelopeError::InvalidField("type"))?;
 
     // Integers only: 1.0, "1" and values beyond i64 are refused.
     let created = required(&obj, "created")?

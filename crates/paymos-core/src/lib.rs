@@ -9,7 +9,7 @@ pub mod license;
 pub mod machine;
 pub mod signature;
 
-pub use envelope::{parse_envelope, Envelope, EnvelopeError};
+pub use envelope::{parse_envelope, split_event_type, Envelope, EnvelopeError};
 pub use ids::{is_valid_event_id, resource_kind_of, ResourceKind};
 pub use ladder::{offset_of_attempt, ATTEMPT_OFFSETS_SECONDS, ATTEMPT_TIMEOUT_SECONDS};
 pub use license::license_code;
