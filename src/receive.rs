@@ -10,17 +10,13 @@ use worker::{console_log, Date, Env, Request, Response};
 
 pub async fn receive(req: Request, env: &Env) -> worker::Result<Response> {
     let started = Date::now().as_millis();
-    // the header id is unsigned: log it only when it has the shape of an id
-    let header_id = req
-        .headers()
-        .get("X-Webhook-Id")?
-        .filter(|id| is_valid_event_id(id));
+    let header_id = req.headers().get("X-Webhook-Id")?;
     // informational and unsigned: logged only as a number
     let attempt = req
         .headers()
         .get("X-Webhook-Attempt")?
         .and_then(|a| a.trim().parse::<u32>().ok());
-    let result = handle(req, env).await;
+    let result = handle(req, env, header_id.as_deref()).await;
     let (status, outcome, resource, event_type) = match &result {
         Ok(r) => (
             200,
@@ -32,7 +28,8 @@ pub async fn receive(req: Request, env: &Env) -> worker::Result<Response> {
     };
     let mut line = json!({
         "stage": "receive",
-        "event_id": header_id,
+        // the header id is unsigned: logged only when it has the shape of an id
+        "event_id": header_id.filter(|id| is_valid_event_id(id)),
         "event_type": event_type,
         "resource_id": resource,
         "outcome": outcome,
@@ -62,7 +59,7 @@ struct Received {
     enqueue_error: Option<String>,
 }
 
-async fn handle(mut req: Request, env: &Env) -> AppResult<Received> {
+async fn handle(mut req: Request, env: &Env, header_id: Option<&str>) -> AppResult<Received> {
     let max = config::max_body_bytes(env);
     let declared = req
         .headers()
@@ -84,8 +81,7 @@ async fn handle(mut req: Request, env: &Env) -> AppResult<Received> {
         config::tolerance_seconds(env),
     )?;
 
-    let header_id = req.headers().get("X-Webhook-Id")?;
-    let envelope = parse_envelope(&body, header_id.as_deref())?;
+    let envelope = parse_envelope(&body, header_id)?;
     // parse_envelope accepted it as JSON, so it is UTF-8
     let text = std::str::from_utf8(&body)
         .map_err(|_| AppError::Envelope(paymos_core::EnvelopeError::NotJson))?;
