@@ -37,9 +37,15 @@ fn benches(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("one_secret", size), &body, |b, body| {
             b.iter(|| verify(Some(black_box(&single)), black_box(body), &one, NOW, 300).unwrap())
         });
-        group.bench_with_input(BenchmarkId::new("rotation_two_secrets", size), &body, |b, body| {
-            b.iter(|| verify(Some(black_box(&rotation)), black_box(body), &two, NOW, 300).unwrap())
-        });
+        group.bench_with_input(
+            BenchmarkId::new("rotation_two_secrets", size),
+            &body,
+            |b, body| {
+                b.iter(|| {
+                    verify(Some(black_box(&rotation)), black_box(body), &two, NOW, 300).unwrap()
+                })
+            },
+        );
     }
     group.finish();
 
