@@ -13,15 +13,23 @@ use crate::error::CliError;
 /// Admin and sandbox calls give up after this long.
 pub const API_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// An agent keeps one idle keep-alive connection per host: give each thread its own.
-pub fn agent(timeout: Duration) -> ureq::Agent {
+/// The settings every agent shares. With the `tls` feature (the default) https URLs go
+/// through rustls, trusting the Mozilla root certificates (webpki-roots) compiled in.
+pub fn agent_builder(timeout: Duration) -> ureq::AgentBuilder {
     ureq::AgentBuilder::new()
         .timeout_connect(timeout.min(Duration::from_secs(5)))
         .timeout(timeout)
         .max_idle_connections_per_host(4)
         .user_agent(concat!("paymos-cli/", env!("CARGO_PKG_VERSION")))
-        .build()
 }
+
+/// An agent keeps one idle keep-alive connection per host: give each thread its own.
+pub fn agent(timeout: Duration) -> ureq::Agent {
+    agent_builder(timeout).build()
+}
+
+/// True when this build can talk to https URLs.
+pub const TLS: bool = cfg!(feature = "tls");
 
 /// A reply of any status.
 #[derive(Debug, Clone)]
@@ -108,11 +116,28 @@ pub fn transport_error(url: &str, t: &ureq::Transport) -> TransportError {
     let lower = text.to_lowercase();
     let (reason, timed_out) = match t.kind() {
         ureq::ErrorKind::Dns => ("could not resolve the host".to_string(), false),
+        ureq::ErrorKind::UnknownScheme if url.starts_with("https:") && !TLS => (
+            "this paymos was built without TLS (--no-default-features); rebuild with the default features for https".to_string(),
+            false,
+        ),
         _ if lower.contains("timed out") || lower.contains("timeout") => {
             ("timed out".to_string(), true)
         }
         _ if lower.contains("connection refused") => ("connection refused".to_string(), false),
-        _ => (t.message().map(str::to_string).unwrap_or(text), false),
+        _ => {
+            // e.g. "tls connection init failed: invalid peer certificate: UnknownIssuer"
+            let mut reason = t.message().map(str::to_string).unwrap_or(text);
+            let mut cause = std::error::Error::source(t);
+            let mut deepest = None;
+            while let Some(e) = cause {
+                deepest = Some(e.to_string());
+                cause = e.source();
+            }
+            if let Some(d) = deepest.filter(|d| !reason.contains(d.as_str())) {
+                reason = format!("{reason}: {d}");
+            }
+            (reason, false)
+        }
     };
     TransportError {
         url: url.to_string(),
@@ -287,5 +312,141 @@ pub fn short(s: &str) -> String {
         format!("{}…", s.chars().take(300).collect::<String>())
     } else {
         s.to_string()
+    }
+}
+
+#[cfg(all(test, feature = "tls"))]
+mod tls_tests {
+    //! https through the default build: a real TLS handshake against a local rustls server
+    //! whose certificate (127.0.0.1, signed by a test-only CA in tests/tls/) is not in the
+    //! compiled-in roots.
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::Arc;
+
+    use super::*;
+
+    const CA: &[u8] = include_bytes!("../tests/tls/ca.der");
+    const LEAF: &[u8] = include_bytes!("../tests/tls/leaf.der");
+    const LEAF_KEY: &[u8] = include_bytes!("../tests/tls/leaf.key.der");
+
+    fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+        Arc::new(rustls::crypto::ring::default_provider())
+    }
+
+    /// Serves `n` connections over TLS, answering each request 200 with a JSON body.
+    fn tls_server(n: usize) -> (String, std::thread::JoinHandle<Vec<String>>) {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        let config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(LEAF.to_vec())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(LEAF_KEY.to_vec())),
+            )
+            .unwrap();
+        let config = Arc::new(config);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!(
+            "https://127.0.0.1:{}",
+            listener.local_addr().unwrap().port()
+        );
+        let h = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for _ in 0..n {
+                let (tcp, _) = listener.accept().unwrap();
+                tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let conn = rustls::ServerConnection::new(config.clone()).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, tcp);
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                let ok = loop {
+                    match tls.read(&mut buf) {
+                        Ok(0) | Err(_) => break false,
+                        Ok(k) => head.extend_from_slice(&buf[..k]),
+                    }
+                    if head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        break true;
+                    }
+                };
+                if !ok {
+                    seen.push("handshake or read failed".to_string());
+                    continue;
+                }
+                let line = String::from_utf8_lossy(&head)
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+                let body = r#"{"received":true,"duplicate":false}"#;
+                let _ = write!(
+                    tls,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+                seen.push(line);
+            }
+            seen
+        });
+        (url, h)
+    }
+
+    #[test]
+    fn https_urls_are_spoken_not_refused_as_a_scheme() {
+        let (url, server) = tls_server(2);
+
+        // The default agent speaks TLS to it and refuses the certificate (unknown issuer):
+        // proof that https is not an "unknown scheme" in the default build.
+        let err = match agent(Duration::from_secs(5))
+            .get(&format!("{url}/healthz"))
+            .call()
+        {
+            Err(ureq::Error::Transport(t)) => t,
+            other => panic!("expected a certificate error, got {other:?}"),
+        };
+        assert_ne!(err.kind(), ureq::ErrorKind::UnknownScheme);
+        let reason = transport_error(&url, &err).to_string();
+        eprintln!("the default agent against the test CA: {reason}");
+        assert!(
+            reason.to_lowercase().contains("certificate") || reason.contains("UnknownIssuer"),
+            "{reason}"
+        );
+
+        // The same agent settings trusting the test CA: a full request over TLS.
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(rustls::pki_types::CertificateDer::from(CA.to_vec()))
+            .unwrap();
+        let client = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let trusting = agent_builder(Duration::from_secs(5))
+            .tls_config(Arc::new(client))
+            .build();
+        let built = crate::build_envelope(&crate::EventSpec {
+            event_type: "invoice.paid".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        let reply = post_delivery(
+            &trusting,
+            &format!("{url}/webhooks/paymos"),
+            &built,
+            &[Secret::new(crate::DEFAULT_SECRET)],
+            Some(1),
+            None,
+        )
+        .expect("a request over TLS");
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.duplicate(), Some(false));
+
+        let seen = server.join().unwrap();
+        assert_eq!(seen[0], "handshake or read failed");
+        assert_eq!(seen[1], "POST /webhooks/paymos HTTP/1.1");
     }
 }

@@ -22,7 +22,7 @@ pub fn parse(flag: &str, s: &str) -> Result<Url, CliError> {
         "https" if cfg!(feature = "tls") => {}
         "https" => {
             return Err(CliError::usage(format!(
-                "{flag} {s}: this paymos was built without TLS; rebuild with `cargo build -p paymos-cli --release --features tls` for https"
+                "{flag} {s}: this paymos was built without TLS (--no-default-features); rebuild with the default features (`cargo build -p paymos-cli --release`) for https"
             )))
         }
         other => {
@@ -153,7 +153,22 @@ mod tests {
             assert!(parse("--to", "https://x.example")
                 .unwrap_err()
                 .to_string()
-                .contains("--features tls"));
+                .contains("built without TLS"));
         }
+    }
+
+    #[test]
+    #[cfg(feature = "tls")]
+    fn https_is_accepted_by_the_default_build() {
+        let to = u("https://paymos-receiver.staging.example.workers.dev");
+        assert_eq!(
+            webhook_url(&to),
+            "https://paymos-receiver.staging.example.workers.dev/webhooks/paymos"
+        );
+        assert_eq!(
+            admin_base(&to),
+            "https://paymos-receiver.staging.example.workers.dev/admin/api"
+        );
+        assert_eq!(origin(&u("https://h:8443/x")), "https://h:8443");
     }
 }
