@@ -1,21 +1,66 @@
-// The `paymos` CLI (crates/paymos-cli) against the built worker in workerd: its `check`
-// runs the seed's five-step idempotency proof, with `paymos sandbox` standing in for the
-// provider API that reconciliation calls. Needs `cargo build -p paymos-cli --release` first.
-import { test, before, after } from "node:test";
+// The `paymos` CLI (crates/paymos-cli). Two groups:
+// - against the built worker in workerd: `check` runs the seed's five-step idempotency proof,
+//   with `paymos sandbox` standing in for the provider API that reconciliation calls (needs
+//   build/ from scripts/build.sh; the worker starts on the first test that needs it);
+// - without the worker: `check` against a deliberately broken receiver (a negative control),
+//   and `paymos orders`, the reference order system.
+// Needs `cargo build -p paymos-cli --release` first (or PAYMOS_BIN=/path/to/paymos).
+import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { existsSync } from "node:fs";
+import { createServer } from "node:http";
 import path from "node:path";
-import { startWorker, freePort, ROOT, ADMIN_TOKEN, SECRET_OLD } from "./helpers/worker.mjs";
-import { randomId } from "./helpers/paymos.mjs";
+import { fileURLToPath } from "node:url";
 
-const BIN = path.join(ROOT, "target/release/paymos");
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const BIN = process.env.PAYMOS_BIN || path.join(ROOT, "target/release/paymos");
+const DEV_SECRET = "whsec_test_new_6f1d2a9c";
 const children = new Set();
-let w;
-let sandboxUrl;
+
+function randomId(prefix) {
+  return prefix + randomBytes(9).toString("hex");
+}
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function needBin() {
+  assert.ok(existsSync(BIN), `${BIN} is missing: run \`cargo build -p paymos-cli --release\` first (or set PAYMOS_BIN)`);
+}
+
+// The worker and a sandbox, started once, on first use (tests that need neither never pay
+// for them, and never fail because build/ is missing).
+let workerEnv;
+function worker() {
+  workerEnv ??= (async () => {
+    needBin();
+    const { startWorker, ADMIN_TOKEN, SECRET_OLD } = await import("./helpers/worker.mjs");
+    const sandboxUrl = await startSandbox();
+    const w = await startWorker({ vars: { PAYMOS_API_BASE: sandboxUrl } });
+    return { w, sandboxUrl, ADMIN_TOKEN, SECRET_OLD };
+  })();
+  return workerEnv;
+}
+
+after(async () => {
+  for (const c of children) c.kill("SIGKILL");
+  if (workerEnv) await (await workerEnv.catch(() => undefined))?.w?.close();
+});
 
 /** Runs the CLI to completion; never rejects on a non-zero exit. */
 function paymos(args, { timeoutMs = 120000 } = {}) {
+  needBin();
   return new Promise((resolve, reject) => {
     const started = Date.now();
     // the defaults, not whatever the developer's shell exports
@@ -48,9 +93,10 @@ function paymos(args, { timeoutMs = 120000 } = {}) {
 }
 
 /** Starts `paymos sandbox` on a free port and waits for its "listening on" line. */
-async function startSandbox() {
+async function startSandbox(extraArgs = []) {
+  needBin();
   const port = await freePort();
-  const child = spawn(BIN, ["sandbox", "--port", String(port), "--quiet"], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(BIN, ["sandbox", "--port", String(port), "--quiet", ...extraArgs], { stdio: ["ignore", "pipe", "pipe"] });
   children.add(child);
   const url = await new Promise((resolve, reject) => {
     let out = "";
@@ -68,123 +114,279 @@ async function startSandbox() {
   return url;
 }
 
-before(async () => {
-  assert.ok(existsSync(BIN), `${BIN} is missing: run \`cargo build -p paymos-cli --release\` first`);
-  sandboxUrl = await startSandbox();
-  w = await startWorker({ vars: { PAYMOS_API_BASE: sandboxUrl } });
+/**
+ * A receiver that implements just enough of the contract for `paymos check` (the webhook with
+ * HMAC verification, GET /admin/api/deliveries[?resource_id=…], GET /admin/api/deliveries/{id},
+ * GET /admin/api/resources/{id}, POST /admin/api/resources/{id}/transition,
+ * POST /admin/api/reconcile), processing synchronously, with its state guard intact but its
+ * door dedupe deliberately broken: every copy of a delivery is stored as a new row and
+ * answered {"received":true,"duplicate":false}. With `dedupe: true` the door works (the
+ * control for the control: then check must pass).
+ */
+async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-token", dedupe = false } = {}) {
+  const deliveries = []; // no unique key on event_id: the broken part
+  const resources = new Map();
+  const seen = { webhook: 0, admin: [] };
+  const now = () => new Date().toISOString();
+  const reply = (res, status, body) => {
+    res.writeHead(status, { "content-type": "application/json" });
+    res.end(body === undefined ? "" : JSON.stringify(body));
+  };
+  const verify = (header, body) => {
+    const parts = String(header ?? "").split(",").map((p) => p.trim().split("="));
+    const t = parts.find(([k]) => k === "t")?.[1];
+    const v1s = parts.filter(([k]) => k === "v1").map(([, v]) => v);
+    if (!t || v1s.length === 0 || Math.abs(Date.now() / 1000 - Number(t)) > 300) return false;
+    const want = createHmac("sha256", Buffer.from(secret, "utf8")).update(`${t}.`).update(body).digest();
+    return v1s.some((v) => {
+      const got = Buffer.from(v, "hex");
+      return got.length === want.length && timingSafeEqual(got, want);
+    });
+  };
+  // the guarded transition (intact): paid only once, one fulfilment on first entry
+  const transition = (id, to, cause, orderRef) => {
+    let r = resources.get(id);
+    if (!r) resources.set(id, (r = { id, kind: "invoice", status: "created", effects: [], history: [] }));
+    if (to === "paid" && r.status !== "paid") {
+      r.status = "paid";
+      r.history.push({ state: "paid", cause, at: now() });
+      r.effects.push({ kind: "fulfilment", created_at: now(), order_ref: orderRef ?? null, license_code: randomBytes(16).toString("hex") });
+      return true;
+    }
+    return false;
+  };
+  const server = createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const body = Buffer.concat(chunks);
+    const url = new URL(req.url, "http://x");
+    if (url.pathname === "/webhooks/paymos") {
+      if (req.method !== "POST") return reply(res, 405);
+      seen.webhook++;
+      if (!verify(req.headers["x-webhook-signature"], body)) return reply(res, 401, { error: "signature_mismatch" });
+      const env = JSON.parse(body.toString("utf8"));
+      if (dedupe && deliveries.some((d) => d.event_id === env.event_id)) return reply(res, 200, { received: true, duplicate: true });
+      const resourceId = env.data.id;
+      const existed = resources.get(resourceId)?.status === "paid";
+      const applied = env.type === "invoice.paid" && transition(resourceId, "paid", env.event_id, env.data.order_ref);
+      deliveries.push({
+        event_id: env.event_id,
+        resource_id: resourceId,
+        event_type: env.type,
+        received_at: now(),
+        processed_at: now(),
+        outcome: applied ? "applied" : existed ? "stale" : "ignored",
+      });
+      return reply(res, 200, { received: true, duplicate: false });
+    }
+    if (!url.pathname.startsWith("/admin/api/")) return reply(res, 404, { error: "not_found" });
+    if (req.headers.authorization !== `Bearer ${token}`) return reply(res, 401, { error: "unauthorized" });
+    const p = url.pathname.slice("/admin/api".length);
+    seen.admin.push(`${req.method} ${p}`);
+    let m;
+    if (req.method === "GET" && p === "/deliveries") {
+      const rid = url.searchParams.get("resource_id");
+      return reply(res, 200, { data: deliveries.filter((d) => !rid || d.resource_id === rid).reverse(), next_cursor: null });
+    }
+    if (req.method === "GET" && (m = p.match(/^\/deliveries\/([^/]+)$/))) {
+      const d = deliveries.find((x) => x.event_id === m[1]);
+      return d ? reply(res, 200, d) : reply(res, 404, { error: "not_found" });
+    }
+    if (req.method === "GET" && (m = p.match(/^\/resources\/([^/]+)$/))) {
+      const r = resources.get(m[1]);
+      return r ? reply(res, 200, r) : reply(res, 404, { error: "not_found" });
+    }
+    if (req.method === "POST" && (m = p.match(/^\/resources\/([^/]+)\/transition$/))) {
+      const b = JSON.parse(body.toString("utf8"));
+      const applied = transition(m[1], b.to, b.reason, b.order_ref);
+      return reply(res, 200, { applied, status: resources.get(m[1]).status });
+    }
+    if (req.method === "POST" && p === "/reconcile") {
+      return reply(res, 200, { checked: 0, pages: 1, missing: [], doubled: [], truncated: false, ok: true });
+    }
+    return reply(res, 404, { error: "not_found" });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    token,
+    deliveries,
+    resources,
+    seen,
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+describe("against the worker", () => {
+  test("paymos check: all five idempotency steps pass against the worker, reconciliation included", async () => {
+    const { w, sandboxUrl, ADMIN_TOKEN } = await worker();
+    const r = await paymos(["check", "--to", w.url, "--admin-token", ADMIN_TOKEN, "--sandbox", sandboxUrl, "--json"]);
+    assert.ok(r.json, `not JSON: ${r.stdout}\n${r.stderr}`);
+    const failed = r.json.steps.filter((s) => !s.pass);
+    assert.deepEqual(failed, [], JSON.stringify(failed, null, 2));
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.json.pass, true);
+    assert.deepEqual(r.json.steps.map((s) => s.step), [1, 2, 3, 4, 5]);
+    const [s1, s2, s3, s4, s5] = r.json.steps;
+    assert.equal(s1.evidence.fulfilments, 1);
+    assert.match(s1.evidence.license_code, /\S/);
+    assert.equal(s2.evidence.license_code, s1.evidence.license_code);
+    assert.equal(s3.evidence.duplicate_false, 1);
+    assert.equal(s3.evidence.duplicate_true, 19);
+    assert.equal(s3.evidence.delivery_rows_for_event, 1);
+    assert.equal(s4.evidence.wrong_secret_status, 401);
+    assert.equal(s4.evidence.outcome, "stale");
+    assert.equal(s5.evidence.partial, false);
+    assert.deepEqual(s5.evidence.missing.map((m) => m.id), [s5.evidence.extra_invoice]);
+    assert.deepEqual(s5.evidence.doubled, []);
+    assert.equal(s5.evidence.extra_fulfilments, 1);
+  });
+
+  test("paymos check: a wrong admin token is refused with exit 2 and a clear message", async () => {
+    const { w } = await worker();
+    const r = await paymos(["check", "--to", w.url, "--admin-token", "not-the-token"]);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /the admin token was refused \(401\)/);
+  });
+
+  test("paymos send: the same --event-id twice is new, then a duplicate", async () => {
+    const { w } = await worker();
+    const evt = randomId("evt_");
+    const inv = randomId("inv_");
+    const first = await paymos(["send", "invoice.paid", "--to", w.url, "--event-id", evt, "--resource", inv, "--json"]);
+    assert.equal(first.code, 0, first.stderr);
+    assert.equal(first.json.status, 200);
+    assert.deepEqual(first.json.reply, { received: true, duplicate: false });
+    assert.equal(first.json.event_id, evt);
+    assert.equal(first.json.resource_id, inv);
+    const second = await paymos(["send", "invoice.paid", "--to", w.url, "--event-id", evt, "--resource", inv, "--json"]);
+    assert.equal(second.code, 0, second.stderr);
+    assert.deepEqual(second.json.reply, { received: true, duplicate: true });
+    const row = await w.db.prepare("SELECT count(*) AS n FROM webhook_delivery WHERE event_id = ?").bind(evt).first();
+    assert.equal(row.n, 1);
+  });
+
+  test("paymos send: a rotation header (new + old) is accepted; an unknown secret gets 401 and exit 1", async () => {
+    const { w, SECRET_OLD } = await worker();
+    const rotated = await paymos(["send", "invoice.created", "--to", w.url, "--secret", "whsec_not_held_by_the_receiver", "--rotate-with", SECRET_OLD, "--json"]);
+    assert.equal(rotated.code, 0, rotated.stdout + rotated.stderr);
+    assert.equal(rotated.json.status, 200);
+    const wrong = await paymos(["send", "invoice.paid", "--to", `${w.url}/webhooks/paymos`, "--secret", "whsec_not_held_by_the_receiver", "--json"]);
+    assert.equal(wrong.code, 1);
+    assert.equal(wrong.json.status, 401);
+  });
+
+  test("paymos deliver --ladder against the worker: delivered on attempt 1", async () => {
+    const { w } = await worker();
+    const r = await paymos(["deliver", "invoice.paid", "--to", w.url, "--ladder", "--time-scale", "3600", "--json"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.json.result, "delivered");
+    assert.equal(r.json.delivered_on_attempt, 1);
+    assert.equal(r.json.attempts.length, 1);
+    assert.equal(r.json.attempts[0].status, 200);
+  });
+
+  test("paymos load: a short duplicate run reports counts and percentiles; non-loopback targets are refused", async () => {
+    const { w } = await worker();
+    const r = await paymos(["load", "--to", w.url, "--mode", "duplicate", "--concurrency", "2", "--requests", "40", "--json"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.json.requests, 40);
+    assert.equal(r.json.errors, 0);
+    assert.equal(r.json.non_2xx, 0);
+    assert.equal(r.json.duplicate_true, 40);
+    assert.ok(r.json.throughput_rps > 0);
+    for (const k of ["p50", "p90", "p99", "max"]) assert.equal(typeof r.json.latency_ms[k], "number");
+    const far = await paymos(["load", "--to", "http://192.0.2.1:8787", "--mode", "new", "--concurrency", "1", "--duration-seconds", "1"]);
+    assert.equal(far.code, 2);
+    assert.match(far.stderr, /only targets loopback/);
+  });
 });
 
-after(async () => {
-  for (const c of children) c.kill("SIGKILL");
-  await w?.close();
-});
+describe("without the worker", () => {
+  test("paymos check (negative control): a receiver whose door dedupe is broken fails step 2 and exits 1", async (t) => {
+    const rx = await startBrokenReceiver();
+    t.after(() => rx.close());
+    const r = await paymos(["check", "--to", rx.url, "--admin-token", rx.token, "--timeout-seconds", "5", "--json"]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.ok(r.json, `not JSON: ${r.stdout}\n${r.stderr}`);
+    assert.equal(r.json.pass, false);
+    const byStep = Object.fromEntries(r.json.steps.map((s) => [s.step, s]));
+    // step 1 passes: the fake is good enough to reach the dedupe step (a check that failed
+    // earlier, e.g. on an admin call the fake lacks, would prove nothing about dedupe)
+    assert.equal(byStep[1].pass, true, JSON.stringify(byStep[1]));
+    assert.equal(byStep[1].evidence.outcome, "applied");
+    assert.equal(byStep[1].evidence.fulfilments, 1);
+    // and fails where the dedupe is: the repeat is not recognised, nor are the 19 concurrent copies
+    assert.equal(byStep[2].pass, false);
+    assert.equal(byStep[2].reason, "the repeated delivery was not answered duplicate:true");
+    assert.deepEqual(byStep[2].evidence.reply, { received: true, duplicate: false });
+    assert.equal(byStep[3].pass, false);
+    assert.equal(byStep[3].evidence.duplicate_false, 20);
+    assert.match(byStep[3].reason, /20 copies were answered duplicate:false, expected exactly 1/);
+    // the state guard is intact, so step 4 passes: the failure is the door's alone
+    assert.equal(byStep[4].pass, true, JSON.stringify(byStep[4]));
+    // without --sandbox step 5 passes only what it could check, and says what it did not prove
+    assert.equal(byStep[5].partial, true);
+    assert.match(byStep[5].not_proved, /^this proved nothing about missing invoices/);
+    assert.deepEqual(r.json.partial_steps, [5]);
+    // what check actually called on the fake
+    assert.ok(rx.seen.webhook >= 1 + 1 + 20 + 2, `${rx.seen.webhook} webhook requests`);
+    assert.ok(rx.seen.admin.includes("POST /reconcile"));
 
-test("paymos check: all five idempotency steps pass against the worker, reconciliation included", async () => {
-  const r = await paymos(["check", "--to", w.url, "--admin-token", ADMIN_TOKEN, "--sandbox", sandboxUrl, "--json"]);
-  assert.ok(r.json, `not JSON: ${r.stdout}\n${r.stderr}`);
-  const failed = r.json.steps.filter((s) => !s.pass);
-  assert.deepEqual(failed, [], JSON.stringify(failed, null, 2));
-  assert.equal(r.code, 0, r.stderr);
-  assert.equal(r.json.pass, true);
-  assert.deepEqual(r.json.steps.map((s) => s.step), [1, 2, 3, 4, 5]);
-  const [s1, s2, s3, s4, s5] = r.json.steps;
-  assert.equal(s1.evidence.fulfilments, 1);
-  assert.match(s1.evidence.license_code, /\S/);
-  assert.equal(s2.evidence.license_code, s1.evidence.license_code);
-  assert.equal(s3.evidence.duplicate_false, 1);
-  assert.equal(s3.evidence.duplicate_true, 19);
-  assert.equal(s3.evidence.delivery_rows_for_event, 1);
-  assert.equal(s4.evidence.wrong_secret_status, 401);
-  assert.equal(s4.evidence.outcome, "stale");
-  assert.equal(s5.evidence.partial, false);
-  assert.deepEqual(s5.evidence.missing.map((m) => m.id), [s5.evidence.extra_invoice]);
-  assert.deepEqual(s5.evidence.doubled, []);
-  assert.equal(s5.evidence.extra_fulfilments, 1);
-});
+    // the text report names the failing steps and why
+    const text = await paymos(["check", "--to", rx.url, "--admin-token", rx.token, "--timeout-seconds", "5"]);
+    assert.equal(text.code, 1, text.stdout + text.stderr);
+    assert.match(text.stdout, /^\[pass\] step 1: /m);
+    assert.match(text.stdout, /^\[FAIL\] step 2: the same delivery again is a duplicate and changes nothing$/m);
+    assert.match(text.stdout, /^ +why: the repeated delivery was not answered duplicate:true$/m);
+    assert.match(text.stdout, /^\[FAIL\] step 3: 20 concurrent identical copies/m);
+    assert.match(text.stdout, /^\[PART\] step 5: .*missing invoices not checked, no --sandbox/m);
+    assert.match(text.stdout, /^ +NOT PROVED: this proved nothing about missing invoices/m);
+    assert.match(text.stdout, /^FAIL: 2 of 5 steps failed \(step 2, 3\)$/m);
+  });
 
-test("paymos check: a wrong admin token is refused with exit 2 and a clear message", async () => {
-  const r = await paymos(["check", "--to", w.url, "--admin-token", "not-the-token"]);
-  assert.equal(r.code, 2);
-  assert.match(r.stderr, /the admin token was refused \(401\)/);
-});
+  test("paymos check (control for the negative control): the same fake with its door dedupe fixed passes, step 5 partial", async (t) => {
+    const rx = await startBrokenReceiver({ dedupe: true });
+    t.after(() => rx.close());
+    const r = await paymos(["check", "--to", rx.url, "--admin-token", rx.token, "--timeout-seconds", "5"]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    for (const n of [1, 2, 3, 4]) assert.match(r.stdout, new RegExp(`^\\[pass\\] step ${n}: `, "m"));
+    assert.match(r.stdout, /^\[PART\] step 5: /m);
+    assert.match(r.stdout, /^pass: all 5 steps passed\nbut step 5 was PARTIAL: this proved nothing about missing invoices/m);
+    assert.equal(rx.deliveries.filter((d) => d.outcome === "applied").length, 2);
+  });
 
-test("paymos send: the same --event-id twice is new, then a duplicate", async () => {
-  const evt = randomId("evt_");
-  const inv = randomId("inv_");
-  const first = await paymos(["send", "invoice.paid", "--to", w.url, "--event-id", evt, "--resource", inv, "--json"]);
-  assert.equal(first.code, 0, first.stderr);
-  assert.equal(first.json.status, 200);
-  assert.deepEqual(first.json.reply, { received: true, duplicate: false });
-  assert.equal(first.json.event_id, evt);
-  assert.equal(first.json.resource_id, inv);
-  const second = await paymos(["send", "invoice.paid", "--to", w.url, "--event-id", evt, "--resource", inv, "--json"]);
-  assert.equal(second.code, 0, second.stderr);
-  assert.deepEqual(second.json.reply, { received: true, duplicate: true });
-  const row = await w.db.prepare("SELECT count(*) AS n FROM webhook_delivery WHERE event_id = ?").bind(evt).first();
-  assert.equal(row.n, 1);
-});
+  test("paymos send: an unreachable URL says so and exits 2", async () => {
+    const port = await freePort();
+    const r = await paymos(["send", "invoice.paid", "--to", `http://127.0.0.1:${port}`]);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, new RegExp(`cannot reach http://127\\.0\\.0\\.1:${port}/webhooks/paymos: connection refused`));
+  });
 
-test("paymos send: a rotation header (new + old) is accepted; an unknown secret gets 401 and exit 1", async () => {
-  const rotated = await paymos(["send", "invoice.created", "--to", w.url, "--secret", "whsec_not_held_by_the_receiver", "--rotate-with", SECRET_OLD, "--json"]);
-  assert.equal(rotated.code, 0, rotated.stdout + rotated.stderr);
-  assert.equal(rotated.json.status, 200);
-  const wrong = await paymos(["send", "invoice.paid", "--to", `${w.url}/webhooks/paymos`, "--secret", "whsec_not_held_by_the_receiver", "--json"]);
-  assert.equal(wrong.code, 1);
-  assert.equal(wrong.json.status, 401);
-});
+  test("paymos deliver --ladder: a refusing endpoint gets all 11 attempts, then failed (time-scaled)", async () => {
+    const port = await freePort();
+    const r = await paymos(["deliver", "invoice.paid", "--to", `http://127.0.0.1:${port}`, "--ladder", "--time-scale", "3600", "--json"], { timeoutMs: 60000 });
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.json.result, "failed");
+    assert.equal(r.json.attempts.length, 11);
+    assert.deepEqual(r.json.attempts.map((a) => a.attempt), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    for (const a of r.json.attempts) assert.match(a.error, /connection refused/);
+    // each attempt waits for its rung: offset / 3600 (the 11th: 16 h / 3600 = 16 s after the first);
+    // only lower bounds, since a loaded machine may run late but never early
+    const offsets = [0, 60, 180, 420, 900, 1800, 3600, 7200, 14400, 28800, 57600];
+    r.json.attempts.forEach((a, i) => assert.ok(a.at_ms >= (offsets[i] * 1000) / 3600 - 100, JSON.stringify(a)));
+    const at = r.json.attempts.map((a) => a.at_ms);
+    assert.deepEqual(at, [...at].sort((x, y) => x - y), "attempts in order");
+  });
 
-test("paymos send: an unreachable URL says so and exits 2", async () => {
-  const port = await freePort();
-  const r = await paymos(["send", "invoice.paid", "--to", `http://127.0.0.1:${port}`]);
-  assert.equal(r.code, 2);
-  assert.match(r.stderr, new RegExp(`cannot reach http://127\\.0\\.0\\.1:${port}/webhooks/paymos: connection refused`));
-});
-
-test("paymos deliver --ladder: a refusing endpoint gets all 11 attempts, then failed (time-scaled)", async () => {
-  const port = await freePort();
-  const r = await paymos(["deliver", "invoice.paid", "--to", `http://127.0.0.1:${port}`, "--ladder", "--time-scale", "3600", "--json"], { timeoutMs: 60000 });
-  assert.equal(r.code, 1, r.stderr);
-  assert.equal(r.json.result, "failed");
-  assert.equal(r.json.attempts.length, 11);
-  assert.deepEqual(r.json.attempts.map((a) => a.attempt), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
-  for (const a of r.json.attempts) assert.match(a.error, /connection refused/);
-  // each attempt waits for its rung: offset / 3600 (the 11th: 16 h / 3600 = 16 s after the first);
-  // only lower bounds, since a loaded machine may run late but never early
-  const offsets = [0, 60, 180, 420, 900, 1800, 3600, 7200, 14400, 28800, 57600];
-  r.json.attempts.forEach((a, i) => assert.ok(a.at_ms >= (offsets[i] * 1000) / 3600 - 100, JSON.stringify(a)));
-  const at = r.json.attempts.map((a) => a.at_ms);
-  assert.deepEqual(at, [...at].sort((x, y) => x - y), "attempts in order");
-});
-
-test("paymos deliver --ladder against the worker: delivered on attempt 1", async () => {
-  const r = await paymos(["deliver", "invoice.paid", "--to", w.url, "--ladder", "--time-scale", "3600", "--json"]);
-  assert.equal(r.code, 0, r.stderr);
-  assert.equal(r.json.result, "delivered");
-  assert.equal(r.json.delivered_on_attempt, 1);
-  assert.equal(r.json.attempts.length, 1);
-  assert.equal(r.json.attempts[0].status, 200);
-});
-
-test("paymos sandbox: the invoice API needs the bearer key", async () => {
-  const res = await fetch(`${sandboxUrl}/v1/invoices?status=paid&limit=100`);
-  assert.equal(res.status, 401);
-  const ok = await fetch(`${sandboxUrl}/v1/invoices?status=paid&limit=100`, { headers: { authorization: "Bearer sk_test_sandbox" } });
-  assert.equal(ok.status, 200);
-  const page = await ok.json();
-  assert.ok(Array.isArray(page.data));
-  assert.equal(typeof page.has_more, "boolean");
-});
-
-test("paymos load: a short duplicate run reports counts and percentiles; non-loopback targets are refused", async () => {
-  const r = await paymos(["load", "--to", w.url, "--mode", "duplicate", "--concurrency", "2", "--requests", "40", "--json"]);
-  assert.equal(r.code, 0, r.stderr);
-  assert.equal(r.json.requests, 40);
-  assert.equal(r.json.errors, 0);
-  assert.equal(r.json.non_2xx, 0);
-  assert.equal(r.json.duplicate_true, 40);
-  assert.ok(r.json.throughput_rps > 0);
-  for (const k of ["p50", "p90", "p99", "max"]) assert.equal(typeof r.json.latency_ms[k], "number");
-  const far = await paymos(["load", "--to", "http://192.0.2.1:8787", "--mode", "new", "--concurrency", "1", "--duration-seconds", "1"]);
-  assert.equal(far.code, 2);
-  assert.match(far.stderr, /only targets loopback/);
+  test("paymos sandbox: the invoice API needs the bearer key", async () => {
+    const sandboxUrl = await startSandbox();
+    const res = await fetch(`${sandboxUrl}/v1/invoices?status=paid&limit=100`);
+    assert.equal(res.status, 401);
+    const ok = await fetch(`${sandboxUrl}/v1/invoices?status=paid&limit=100`, { headers: { authorization: "Bearer sk_test_sandbox" } });
+    assert.equal(ok.status, 200);
+    const page = await ok.json();
+    assert.ok(Array.isArray(page.data));
+    assert.equal(typeof page.has_more, "boolean");
+  });
 });

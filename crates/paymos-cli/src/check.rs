@@ -31,6 +31,9 @@ pub struct StepReport {
     pub step: u8,
     pub name: &'static str,
     pub pass: bool,
+    /// Set when the step could only check part of what it is for (step 5 without
+    /// `--sandbox`): says, plainly, what was not proved.
+    pub not_proved: Option<&'static str>,
     pub reason: Option<String>,
     pub evidence: Map<String, Value>,
 }
@@ -41,9 +44,22 @@ impl StepReport {
         if let Some(r) = &self.reason {
             v["reason"] = json!(r);
         }
+        if let Some(n) = self.not_proved {
+            v["partial"] = json!(true);
+            v["not_proved"] = json!(n);
+        }
         v
     }
 }
+
+/// Step 5's name without `--sandbox`.
+pub const STEP5_PARTIAL_NAME: &str =
+    "reconciliation reports no doubled effects (PARTIAL: missing invoices not checked, no --sandbox)";
+
+/// What step 5 does not prove without `--sandbox`, in its report and in the summary line.
+pub const STEP5_NOT_PROVED: &str = "this proved nothing about missing invoices (paid at the provider, never delivered): \
+     without --sandbox no invoice was paid at the provider behind the receiver's back, so reconciliation's \
+     `missing` was not tested; give --sandbox <the paymos sandbox the receiver reconciles against>";
 
 /// Evidence collected while a step runs; `?` on a `String` error fails the step.
 struct Ev(Map<String, Value>);
@@ -438,10 +454,6 @@ fn step4(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
 fn step5(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     let Some(sandbox) = &c.o.sandbox else {
         ev.put("partial", true);
-        ev.put(
-            "note",
-            "no --sandbox: only checked that reconciliation reports no doubled effects",
-        );
         let report = c.admin("POST", "/reconcile", None)?;
         ev.put("doubled", report["doubled"].clone());
         ev.put(
@@ -562,67 +574,153 @@ pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
         let started = Instant::now();
         let result = f(&c, &mut state, &mut ev);
         ev.put("duration_ms", ms(started.elapsed()));
-        let name = if i == 4 && o.sandbox.is_none() {
-            "reconciliation reports no doubled effects (partial: no --sandbox)"
-        } else {
-            STEP_NAMES[i]
-        };
+        let partial = i == 4 && o.sandbox.is_none();
         let rep = StepReport {
             step: i as u8 + 1,
-            name,
+            name: if partial {
+                STEP5_PARTIAL_NAME
+            } else {
+                STEP_NAMES[i]
+            },
             pass: result.is_ok(),
+            not_proved: partial.then_some(STEP5_NOT_PROVED),
             reason: result.err(),
             evidence: ev.0,
         };
         if !o.json {
-            print_step(&rep);
+            print!("{}", format_step(&rep));
         }
         reports.push(rep);
     }
     let pass = reports.iter().all(|r| r.pass);
     if o.json {
-        println!(
-            "{}",
-            json!({ "steps": reports.iter().map(StepReport::to_json).collect::<Vec<_>>(), "pass": pass })
-        );
-    } else {
-        let passed = reports.iter().filter(|r| r.pass).count();
-        if pass {
-            println!(
-                "pass: all {} steps passed{}",
-                reports.len(),
-                if o.sandbox.is_none() {
-                    " (step 5 partial: give --sandbox for the full check)"
-                } else {
-                    ""
-                }
-            );
-        } else {
-            println!(
-                "FAIL: {} of {} steps failed",
-                reports.len() - passed,
-                reports.len()
-            );
+        let mut doc = json!({ "steps": reports.iter().map(StepReport::to_json).collect::<Vec<_>>(), "pass": pass });
+        let partial: Vec<u8> = reports
+            .iter()
+            .filter(|r| r.not_proved.is_some())
+            .map(|r| r.step)
+            .collect();
+        if !partial.is_empty() {
+            doc["partial_steps"] = json!(partial);
         }
+        println!("{doc}");
+    } else {
+        println!("{}", summary(&reports));
     }
     Ok(if pass { 0 } else { 1 })
 }
 
-fn print_step(r: &StepReport) {
-    println!(
-        "{} step {}: {}",
-        if r.pass { "[pass]" } else { "[FAIL]" },
-        r.step,
-        r.name
-    );
+/// The closing line: pass/FAIL, and what partial steps did not prove.
+pub fn summary(reports: &[StepReport]) -> String {
+    let failed: Vec<String> = reports
+        .iter()
+        .filter(|r| !r.pass)
+        .map(|r| r.step.to_string())
+        .collect();
+    let mut line = if failed.is_empty() {
+        format!("pass: all {} steps passed", reports.len())
+    } else {
+        format!(
+            "FAIL: {} of {} steps failed (step {})",
+            failed.len(),
+            reports.len(),
+            failed.join(", ")
+        )
+    };
+    for r in reports.iter().filter(|r| r.pass && r.not_proved.is_some()) {
+        line.push_str(&format!(
+            "\nbut step {} was PARTIAL: {}",
+            r.step,
+            r.not_proved.unwrap_or_default()
+        ));
+    }
+    line
+}
+
+/// One step as text: `[pass]`, `[PART]` (passed what it could check) or `[FAIL]`, the name,
+/// why it failed, what it did not prove, and the evidence.
+pub fn format_step(r: &StepReport) -> String {
+    let mark = match (r.pass, r.not_proved.is_some()) {
+        (false, _) => "[FAIL]",
+        (true, true) => "[PART]",
+        (true, false) => "[pass]",
+    };
+    let mut out = format!("{mark} step {}: {}\n", r.step, r.name);
     if let Some(reason) = &r.reason {
-        println!("       why: {reason}");
+        out.push_str(&format!("       why: {reason}\n"));
+    }
+    if let Some(n) = r.not_proved {
+        out.push_str(&format!("       NOT PROVED: {n}\n"));
     }
     for (k, v) in &r.evidence {
         let v = match v {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        println!("       {k}: {}", http::short(&v));
+        out.push_str(&format!("       {k}: {}\n", http::short(&v)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(step: u8, pass: bool, not_proved: Option<&'static str>) -> StepReport {
+        StepReport {
+            step,
+            name: if not_proved.is_some() {
+                STEP5_PARTIAL_NAME
+            } else {
+                STEP_NAMES[step as usize - 1]
+            },
+            pass,
+            not_proved,
+            reason: (!pass).then(|| "the repeated delivery was not answered duplicate:true".into()),
+            evidence: Map::new(),
+        }
+    }
+
+    #[test]
+    fn step5_without_sandbox_says_it_proved_nothing_about_missing_invoices() {
+        let r = report(5, true, Some(STEP5_NOT_PROVED));
+        let text = format_step(&r);
+        assert!(text.starts_with("[PART] step 5: "), "{text}");
+        assert!(!text.contains("[pass]"), "{text}");
+        assert!(
+            text.contains("missing invoices not checked, no --sandbox"),
+            "{text}"
+        );
+        assert!(
+            text.contains("NOT PROVED: this proved nothing about missing invoices"),
+            "{text}"
+        );
+        let j = r.to_json();
+        assert_eq!(j["partial"], true);
+        assert!(j["not_proved"]
+            .as_str()
+            .unwrap()
+            .starts_with("this proved nothing about missing invoices"));
+
+        let all: Vec<StepReport> = (1..=4).map(|i| report(i, true, None)).chain([r]).collect();
+        let s = summary(&all);
+        assert!(s.starts_with("pass: all 5 steps passed\n"), "{s}");
+        assert!(
+            s.contains("but step 5 was PARTIAL: this proved nothing about missing invoices"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn a_full_step5_and_a_failure_read_as_such() {
+        let full = report(5, true, None);
+        assert!(format_step(&full).starts_with("[pass] step 5: reconciliation finds"));
+        assert!(full.to_json().get("partial").is_none());
+        let failed = report(2, false, None);
+        let text = format_step(&failed);
+        assert!(text.starts_with("[FAIL] step 2: the same delivery again is a duplicate"));
+        assert!(text.contains("why: the repeated delivery was not answered duplicate:true"));
+        let s = summary(&[report(1, true, None), failed, report(3, true, None)]);
+        assert_eq!(s, "FAIL: 1 of 3 steps failed (step 2)");
     }
 }
