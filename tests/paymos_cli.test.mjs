@@ -389,4 +389,40 @@ describe("without the worker", () => {
     assert.ok(Array.isArray(page.data));
     assert.equal(typeof page.has_more, "boolean");
   });
+
+  test("paymos sandbox: paid_since, cursor paging, and the stuck-cursor / fail-after-pages faults", async () => {
+    const sandboxUrl = await startSandbox(["--fail-after-pages", "3"]);
+    const auth = { authorization: "Bearer sk_test_sandbox" };
+    const seed = await fetch(`${sandboxUrl}/sandbox/invoices`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify([
+        { id: "inv_a1", paid_at: 1000 },
+        { id: "inv_a2", paid_at: 2000 },
+        { id: "inv_a3", paid_at: 3000 },
+        { id: "inv_a4", paid_at: 4000, order_ref: "order_a4" },
+      ]),
+    });
+    assert.equal(seed.status, 200);
+    const list = async (q) => {
+      const res = await fetch(`${sandboxUrl}/v1/invoices?status=paid&${q}`, { headers: auth });
+      return { status: res.status, body: await res.json() };
+    };
+    let r = await list("limit=1&paid_since=2000");
+    assert.deepEqual([r.body.data.map((i) => i.id), r.body.has_more], [["inv_a2"], true]);
+    r = await list("limit=2&paid_since=2000&starting_after=inv%5Fa2"); // URL-encoded cursor
+    assert.deepEqual([r.body.data.map((i) => i.id), r.body.has_more], [["inv_a3", "inv_a4"], false]);
+    assert.equal(r.body.data[1].order_ref, "order_a4");
+    assert.equal(r.body.data[1].paid_at, 4000);
+    r = await list("limit=100");
+    assert.equal(r.body.data.length, 4);
+    r = await list("limit=1"); // the 4th page: --fail-after-pages 3
+    assert.equal(r.status, 500);
+    assert.equal(r.body.error.code, "sandbox_fault");
+    // the control endpoint: stuck cursor (and the page count reset)
+    const c = await fetch(`${sandboxUrl}/sandbox/control`, { method: "POST", body: JSON.stringify({ stuck_cursor: true }) });
+    assert.deepEqual(await c.json(), { stuck_cursor: true, fail_after_pages: null, pages_served: 0 });
+    r = await list("limit=2&starting_after=inv_a2");
+    assert.deepEqual([r.body.data.map((i) => i.id), r.body.has_more], [["inv_a1", "inv_a2"], true]);
+  });
 });

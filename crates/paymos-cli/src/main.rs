@@ -137,6 +137,14 @@ struct SandboxArgs {
     /// Do not log requests to stderr
     #[arg(long)]
     quiet: bool,
+    /// Fault: every list call answers the first page with has_more:true, whatever
+    /// starting_after says (a cursor that never moves forward); also POST /sandbox/control
+    #[arg(long)]
+    stuck_cursor: bool,
+    /// Fault: after N list pages served, every list call answers 500 (a provider failing
+    /// part-way through a walk); also POST /sandbox/control
+    #[arg(long, value_name = "N")]
+    fail_after_pages: Option<u64>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -258,10 +266,21 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             let (server, url) = sandbox::bind(a.port)?;
             println!("paymos sandbox listening on {url} (API key: {})", a.api_key);
             println!("  GET  {url}/v1/invoices?status=paid&limit=100&starting_after=inv_…   (Authorization: Bearer <key>)");
-            println!("  POST {url}/sandbox/invoices   {{\"id\":\"inv_…\",\"order_ref\":\"…\"}}   (registers a paid invoice)");
+            println!("  POST {url}/sandbox/invoices   {{\"id\":\"inv_…\",\"order_ref\":\"…\",\"paid_at\":…}} or an array   (registers paid invoices)");
+            println!("  POST {url}/sandbox/control    {{\"stuck_cursor\":false,\"fail_after_pages\":null}}   (faults)");
+            let faults = sandbox::Faults {
+                stuck_cursor: a.stuck_cursor,
+                fail_after_pages: a.fail_after_pages,
+            };
+            if faults.stuck_cursor {
+                println!("  fault: stuck cursor (every page is the first, has_more:true)");
+            }
+            if let Some(n) = faults.fail_after_pages {
+                println!("  fault: list calls answer 500 after {n} pages");
+            }
             use std::io::Write;
             let _ = std::io::stdout().flush();
-            sandbox::serve(server, a.api_key, a.quiet);
+            sandbox::serve(server, a.api_key, faults, a.quiet);
             Ok(0)
         }
         Command::Load(a) => {

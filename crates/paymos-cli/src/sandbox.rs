@@ -1,9 +1,11 @@
 //! `paymos sandbox`: a local stand-in for the provider's invoice API (CONTRACT.md §6).
 //!
-//! - `GET /v1/invoices?status=paid&limit=&starting_after=` (bearer key) pages invoices in
-//!   id order, strictly after `starting_after`;
-//! - `POST /sandbox/invoices` registers or updates one invoice (no key; loopback only);
-//! - `GET /sandbox/invoices` lists everything registered (no key; loopback only);
+//! - `GET /v1/invoices?status=paid&limit=&starting_after=&paid_since=` (bearer key) pages
+//!   invoices in id order, strictly after `starting_after`, paid at or after `paid_since`;
+//! - `POST /sandbox/invoices` registers or updates one invoice, or an array of them (no key;
+//!   loopback only); `GET` lists everything registered, `DELETE` forgets everything;
+//! - `GET`/`POST /sandbox/control` reads or sets the faults: a stuck cursor, a failure after
+//!   N pages (loopback only);
 //! - `GET /healthz`.
 
 use std::collections::BTreeMap;
@@ -45,11 +47,13 @@ pub struct InvoiceInput {
     pub paid_at: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct PageQuery {
     pub status: Option<String>,
     pub limit: usize,
     pub starting_after: Option<String>,
+    /// Only invoices with `paid_at >= paid_since` (unix seconds); unpaid ones never match.
+    pub paid_since: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -113,6 +117,10 @@ impl Store {
         self.invoices.values().cloned().collect()
     }
 
+    pub fn clear(&mut self) {
+        self.invoices.clear();
+    }
+
     /// One page: matching invoices with id > `starting_after`, in id order.
     pub fn page(&self, q: &PageQuery) -> Page {
         use std::ops::Bound::{Excluded, Unbounded};
@@ -124,7 +132,11 @@ impl Store {
             .invoices
             .range((lower, Unbounded))
             .map(|(_, v)| v)
-            .filter(|i| q.status.as_deref().is_none_or(|s| s == i.status));
+            .filter(|i| q.status.as_deref().is_none_or(|s| s == i.status))
+            .filter(|i| {
+                q.paid_since
+                    .is_none_or(|since| i.paid_at.is_some_and(|at| at >= since))
+            });
         let data: Vec<Invoice> = it.by_ref().take(q.limit).cloned().collect();
         let has_more = it.next().is_some();
         Page { data, has_more }
@@ -134,9 +146,8 @@ impl Store {
 /// Parses the list call's query string; errors are messages for a 400.
 pub fn parse_page_query(query: &str) -> Result<PageQuery, String> {
     let mut q = PageQuery {
-        status: None,
         limit: DEFAULT_LIMIT,
-        starting_after: None,
+        ..Default::default()
     };
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
         match k.as_ref() {
@@ -148,11 +159,75 @@ pub fn parse_page_query(query: &str) -> Result<PageQuery, String> {
                     .filter(|n| (1..=MAX_LIMIT).contains(n))
                     .ok_or_else(|| format!("limit must be 1 to {MAX_LIMIT}"))?
             }
+            // form_urlencoded::parse has already decoded it (%5F, +, …)
             "starting_after" if !v.is_empty() => q.starting_after = Some(v.into_owned()),
+            "paid_since" if !v.is_empty() => {
+                q.paid_since = Some(
+                    v.parse::<i64>()
+                        .map_err(|_| "paid_since must be an integer (unix seconds)".to_string())?,
+                )
+            }
             _ => {}
         }
     }
     Ok(q)
+}
+
+/// Misbehaviour on demand, for testing the receiver's reconciliation walk (CONTRACT.md §6:
+/// a page that does not move the cursor forward, a provider error part-way through).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Faults {
+    /// Every list call answers the first page of the filter, whatever `starting_after` says,
+    /// with `has_more: true`: the cursor never moves forward.
+    #[serde(default)]
+    pub stuck_cursor: bool,
+    /// After this many list pages served, every further list call answers 500.
+    #[serde(default)]
+    pub fail_after_pages: Option<u64>,
+}
+
+/// The sandbox's whole state: the invoices, the faults, and how many list pages were served
+/// (counted for `fail_after_pages`; setting the faults resets it).
+#[derive(Debug, Default)]
+pub struct Sandbox {
+    pub store: Store,
+    pub faults: Faults,
+    pub pages_served: u64,
+}
+
+impl Sandbox {
+    pub fn new(faults: Faults) -> Self {
+        Sandbox {
+            faults,
+            ..Default::default()
+        }
+    }
+
+    /// One list call with the faults applied: the page, or a 500's message.
+    pub fn list(&mut self, q: &PageQuery) -> Result<Page, String> {
+        if let Some(n) = self.faults.fail_after_pages {
+            if self.pages_served >= n {
+                return Err(format!(
+                    "simulated provider failure: fail_after_pages is {n} and {} pages were served",
+                    self.pages_served
+                ));
+            }
+        }
+        self.pages_served += 1;
+        if self.faults.stuck_cursor {
+            let mut first = self.store.page(&PageQuery {
+                starting_after: None,
+                ..q.clone()
+            });
+            first.has_more = true;
+            return Ok(first);
+        }
+        Ok(self.store.page(q))
+    }
+
+    fn control(&self) -> Value {
+        json!({ "stuck_cursor": self.faults.stuck_cursor, "fail_after_pages": self.faults.fail_after_pages, "pages_served": self.pages_served })
+    }
 }
 
 /// True when `header` is exactly `Bearer <key>`.
@@ -197,8 +272,16 @@ pub struct Incoming<'a> {
     pub body: &'a [u8],
 }
 
+/// `POST /sandbox/invoices` takes one invoice or an array of them.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(InvoiceInput),
+    Many(Vec<InvoiceInput>),
+}
+
 /// The sandbox's routing, apart from the socket (so it is testable).
-pub fn route(store: &Mutex<Store>, api_key: &str, req: &Incoming, now: i64) -> Answer {
+pub fn route(state: &Mutex<Sandbox>, api_key: &str, req: &Incoming, now: i64) -> Answer {
     let Incoming {
         method,
         url,
@@ -211,7 +294,7 @@ pub fn route(store: &Mutex<Store>, api_key: &str, req: &Incoming, now: i64) -> A
     match (method, path) {
         ("GET", "/healthz") => answer(
             200,
-            json!({ "status": "ok", "invoices": store.lock().unwrap().len() }),
+            json!({ "status": "ok", "invoices": state.lock().unwrap().store.len() }),
         ),
         ("GET", "/v1/invoices") => {
             if !bearer_ok(authorization, api_key) {
@@ -222,37 +305,82 @@ pub fn route(store: &Mutex<Store>, api_key: &str, req: &Incoming, now: i64) -> A
                 );
             }
             match parse_page_query(query) {
-                Ok(q) => answer(
-                    200,
-                    serde_json::to_value(store.lock().unwrap().page(&q)).unwrap(),
-                ),
+                Ok(q) => match state.lock().unwrap().list(&q) {
+                    Ok(page) => answer(200, serde_json::to_value(page).unwrap()),
+                    Err(m) => error(500, "sandbox_fault", &m),
+                },
                 Err(m) => error(400, "invalid_request", &m),
             }
         }
         (_, "/v1/invoices") => error(405, "method_not_allowed", "GET only"),
-        ("POST", "/sandbox/invoices") | ("GET", "/sandbox/invoices") if !remote_is_loopback => {
-            error(
-                403,
-                "forbidden",
-                "the sandbox's control API answers loopback clients only",
-            )
-        }
-        ("POST", "/sandbox/invoices") => match serde_json::from_slice::<InvoiceInput>(body) {
-            Ok(input) => match store.lock().unwrap().upsert(input, now) {
+        (_, "/sandbox/invoices") | (_, "/sandbox/control") if !remote_is_loopback => error(
+            403,
+            "forbidden",
+            "the sandbox's control API answers loopback clients only",
+        ),
+        ("POST", "/sandbox/invoices") => match serde_json::from_slice::<OneOrMany>(body) {
+            Ok(OneOrMany::One(input)) => match state.lock().unwrap().store.upsert(input, now) {
                 Ok(inv) => answer(200, serde_json::to_value(inv).unwrap()),
                 Err(m) => error(400, "invalid_request", &m),
             },
+            Ok(OneOrMany::Many(inputs)) => {
+                let mut st = state.lock().unwrap();
+                // all or nothing: check every id before storing any
+                if let Some(bad) = inputs
+                    .iter()
+                    .find(|i| resource_kind_of(&i.id) != Some(ResourceKind::Invoice))
+                {
+                    return error(
+                        400,
+                        "invalid_request",
+                        &format!(
+                            "{:?}: id must be inv_ followed by 1 to 64 letters or digits",
+                            bad.id
+                        ),
+                    );
+                }
+                let stored: Vec<Invoice> = inputs
+                    .into_iter()
+                    .filter_map(|i| st.store.upsert(i, now).ok())
+                    .collect();
+                answer(200, json!({ "data": stored }))
+            }
             Err(e) => error(
                 400,
                 "invalid_json",
-                &format!("expected {{\"id\":\"inv_…\",…}}: {e}"),
+                &format!("expected {{\"id\":\"inv_…\",…}} or an array of them: {e}"),
             ),
         },
-        ("GET", "/sandbox/invoices") => answer(200, json!({ "data": store.lock().unwrap().all() })),
+        ("GET", "/sandbox/invoices") => {
+            answer(200, json!({ "data": state.lock().unwrap().store.all() }))
+        }
+        ("DELETE", "/sandbox/invoices") => {
+            let mut st = state.lock().unwrap();
+            let n = st.store.len();
+            st.store.clear();
+            answer(200, json!({ "deleted": n }))
+        }
+        ("GET", "/sandbox/control") => answer(200, state.lock().unwrap().control()),
+        ("POST", "/sandbox/control") => match serde_json::from_slice::<Faults>(body) {
+            Ok(f) => {
+                let mut st = state.lock().unwrap();
+                st.faults = f;
+                st.pages_served = 0;
+                answer(200, st.control())
+            }
+            Err(e) => error(
+                400,
+                "invalid_json",
+                &format!("expected {{\"stuck_cursor\":bool,\"fail_after_pages\":N|null}}: {e}"),
+            ),
+        },
+        (_, "/sandbox/invoices") | (_, "/sandbox/control") => {
+            error(405, "method_not_allowed", "see GET /healthz for the routes")
+        }
         _ => error(
             404,
             "not_found",
-            "GET /v1/invoices, POST /sandbox/invoices, GET /healthz",
+            "GET /v1/invoices, POST|GET|DELETE /sandbox/invoices, GET|POST /sandbox/control, GET /healthz",
         ),
     }
 }
@@ -269,9 +397,9 @@ pub fn bind(port: u16) -> Result<(tiny_http::Server, String), CliError> {
 }
 
 /// Serves forever (until the process is stopped); one thread per core-ish is plenty.
-pub fn serve(server: tiny_http::Server, api_key: String, quiet: bool) {
+pub fn serve(server: tiny_http::Server, api_key: String, faults: Faults, quiet: bool) {
     let server = std::sync::Arc::new(server);
-    let store = std::sync::Arc::new(Mutex::new(Store::default()));
+    let store = std::sync::Arc::new(Mutex::new(Sandbox::new(faults)));
     let workers: Vec<_> = (0..4)
         .map(|_| {
             let (server, store, api_key) = (server.clone(), store.clone(), api_key.clone());
@@ -354,6 +482,7 @@ mod tests {
             status: Some("paid".into()),
             limit,
             starting_after: after.map(str::to_string),
+            paid_since: None,
         }
     }
 
@@ -395,9 +524,8 @@ mod tests {
         let p = s.page(&q(10, None));
         assert_eq!(ids(&p), vec!["inv_a", "inv_c"]);
         let all = s.page(&PageQuery {
-            status: None,
             limit: 10,
-            starting_after: None,
+            ..Default::default()
         });
         assert_eq!(all.data.len(), 3);
         let a = &p.data[0];
@@ -457,7 +585,8 @@ mod tests {
             PageQuery {
                 status: Some("paid".into()),
                 limit: 100,
-                starting_after: Some("inv_x".into())
+                starting_after: Some("inv_x".into()),
+                paid_since: None,
             }
         );
         assert_eq!(parse_page_query("").unwrap().limit, DEFAULT_LIMIT);
@@ -468,7 +597,10 @@ mod tests {
 
     #[test]
     fn routes_and_auth() {
-        let store = Mutex::new(store_with(&["inv_a"]));
+        let store = Mutex::new(Sandbox {
+            store: store_with(&["inv_a"]),
+            ..Default::default()
+        });
         let r = |m: &str, u: &str, auth: Option<&str>, lo: bool, body: &str| {
             let req = Incoming {
                 method: m,
@@ -554,5 +686,291 @@ mod tests {
             r("DELETE", "/v1/invoices", Some("Bearer sk_k"), true, "").status,
             405
         );
+    }
+
+    fn paid_at(s: &mut Store, id: &str, at: Option<i64>, status: &str) {
+        s.upsert(
+            InvoiceInput {
+                id: id.into(),
+                status: Some(status.into()),
+                paid_at: at,
+                ..Default::default()
+            },
+            0,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn paid_since_keeps_invoices_paid_at_or_after_it() {
+        let mut s = Store::default();
+        paid_at(&mut s, "inv_a", Some(100), "paid");
+        paid_at(&mut s, "inv_b", Some(200), "paid");
+        paid_at(&mut s, "inv_c", Some(199), "paid");
+        paid_at(&mut s, "inv_d", Some(300), "paid");
+        paid_at(&mut s, "inv_e", None, "expired"); // never paid: never matches paid_since
+        let since = |t: i64, limit: usize, after: Option<&str>| {
+            s.page(&PageQuery {
+                status: Some("paid".into()),
+                limit,
+                starting_after: after.map(str::to_string),
+                paid_since: Some(t),
+            })
+        };
+        assert_eq!(ids(&since(200, 10, None)), vec!["inv_b", "inv_d"]);
+        assert_eq!(
+            ids(&since(0, 10, None)),
+            vec!["inv_a", "inv_b", "inv_c", "inv_d"]
+        );
+        assert_eq!(ids(&since(301, 10, None)), Vec::<&str>::new());
+        // paging within the filter: has_more counts only matching invoices
+        let p = since(150, 1, None);
+        assert_eq!((ids(&p), p.has_more), (vec!["inv_b"], true));
+        let p = since(150, 1, Some("inv_b"));
+        assert_eq!((ids(&p), p.has_more), (vec!["inv_c"], true));
+        let p = since(150, 2, Some("inv_c"));
+        assert_eq!((ids(&p), p.has_more), (vec!["inv_d"], false));
+        let all_statuses = s.page(&PageQuery {
+            limit: 10,
+            paid_since: Some(0),
+            ..Default::default()
+        });
+        assert_eq!(
+            all_statuses.data.len(),
+            4,
+            "an unpaid invoice has no paid_at"
+        );
+
+        let q = parse_page_query("status=paid&paid_since=1764449990&limit=100").unwrap();
+        assert_eq!(q.paid_since, Some(1764449990));
+        assert!(parse_page_query("paid_since=yesterday").is_err());
+        assert!(parse_page_query("paid_since=1.5").is_err());
+        assert_eq!(parse_page_query("paid_since=").unwrap().paid_since, None);
+    }
+
+    #[test]
+    fn starting_after_is_url_decoded() {
+        assert_eq!(
+            parse_page_query("starting_after=inv%5Fab%43")
+                .unwrap()
+                .starting_after,
+            Some("inv_abC".into())
+        );
+        let s = store_with(&["inv_a", "inv_b", "inv_c"]);
+        let q = parse_page_query("status=paid&limit=10&starting_after=inv%5Fa").unwrap();
+        assert_eq!(ids(&s.page(&q)), vec!["inv_b", "inv_c"]);
+    }
+
+    #[test]
+    fn limit_is_capped_at_100() {
+        let mut s = Store::default();
+        for i in 0..150 {
+            paid_at(&mut s, &format!("inv_{i:03}"), Some(i), "paid");
+        }
+        let p = s.page(&parse_page_query("status=paid&limit=100").unwrap());
+        assert_eq!((p.data.len(), p.has_more), (100, true));
+        let p = s.page(&parse_page_query("status=paid&limit=100&starting_after=inv_099").unwrap());
+        assert_eq!((p.data.len(), p.has_more), (50, false));
+        assert!(parse_page_query("limit=1000").is_err());
+    }
+
+    /// Walks the API as a client would, stopping on a page that does not move the cursor.
+    fn walk(sb: &mut Sandbox, limit: usize) -> (Vec<String>, &'static str) {
+        let mut seen = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..100 {
+            let page = match sb.list(&PageQuery {
+                status: Some("paid".into()),
+                limit,
+                starting_after: after.clone(),
+                paid_since: None,
+            }) {
+                Ok(p) => p,
+                Err(_) => return (seen, "error"),
+            };
+            let last = page.data.last().map(|i| i.id.clone());
+            seen.extend(page.data.iter().map(|i| i.id.clone()));
+            if !page.has_more {
+                return (seen, "done");
+            }
+            match (last, &after) {
+                (Some(l), Some(a)) if l <= *a => return (seen, "stuck"),
+                (None, _) => return (seen, "stuck"),
+                (Some(l), _) => after = Some(l),
+            }
+        }
+        (seen, "runaway")
+    }
+
+    #[test]
+    fn faults_stuck_cursor_and_fail_after_pages() {
+        let mk = |faults| Sandbox {
+            store: store_with(&["inv_a", "inv_b", "inv_c", "inv_d", "inv_e"]),
+            faults,
+            pages_served: 0,
+        };
+        // no faults: a complete walk
+        let (seen, end) = walk(&mut mk(Faults::default()), 2);
+        assert_eq!((seen.len(), end), (5, "done"));
+
+        // stuck: the second page repeats the first, and says there is more
+        let mut sb = mk(Faults {
+            stuck_cursor: true,
+            ..Default::default()
+        });
+        let first = sb.list(&q(2, None)).unwrap();
+        let second = sb.list(&q(2, Some("inv_b"))).unwrap();
+        assert_eq!(ids(&first), vec!["inv_a", "inv_b"]);
+        assert_eq!(
+            (ids(&second), second.has_more),
+            (vec!["inv_a", "inv_b"], true)
+        );
+        let mut sb = mk(Faults {
+            stuck_cursor: true,
+            ..Default::default()
+        });
+        assert_eq!(walk(&mut sb, 2).1, "stuck");
+        // even a page bigger than everything says has_more:true
+        assert!(sb.list(&q(100, None)).unwrap().has_more);
+
+        // fail after 2 pages: the third list call is an error, and so is every later one
+        let mut sb = mk(Faults {
+            fail_after_pages: Some(2),
+            ..Default::default()
+        });
+        let (seen, end) = walk(&mut sb, 2);
+        assert_eq!(
+            (seen, end),
+            (
+                vec![
+                    "inv_a".to_string(),
+                    "inv_b".into(),
+                    "inv_c".into(),
+                    "inv_d".into()
+                ],
+                "error"
+            )
+        );
+        assert!(sb.list(&q(2, None)).is_err());
+        assert_eq!(sb.pages_served, 2);
+        // fail_after_pages 0: the provider is down
+        assert!(mk(Faults {
+            fail_after_pages: Some(0),
+            ..Default::default()
+        })
+        .list(&q(2, None))
+        .is_err());
+    }
+
+    #[test]
+    fn control_api_sets_faults_and_seeds_arrays() {
+        let state = Mutex::new(Sandbox::default());
+        let r = |m: &str, u: &str, lo: bool, body: &str| {
+            route(
+                &state,
+                "k",
+                &Incoming {
+                    method: m,
+                    url: u,
+                    authorization: Some("Bearer k"),
+                    remote_is_loopback: lo,
+                    body: body.as_bytes(),
+                },
+                1000,
+            )
+        };
+        let seeded = r(
+            "POST",
+            "/sandbox/invoices",
+            true,
+            r#"[{"id":"inv_a","paid_at":10},{"id":"inv_b","paid_at":20,"order_ref":"o_b"},{"id":"inv_c"}]"#,
+        );
+        assert_eq!(seeded.status, 200, "{:?}", seeded.body);
+        assert_eq!(seeded.body["data"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            seeded.body["data"][2]["paid_at"], 1000,
+            "paid_at defaults to now"
+        );
+        // a bad id anywhere in an array stores nothing
+        assert_eq!(
+            r(
+                "POST",
+                "/sandbox/invoices",
+                true,
+                r#"[{"id":"inv_z"},{"id":"wdr_1"}]"#
+            )
+            .status,
+            400
+        );
+        assert_eq!(state.lock().unwrap().store.len(), 3);
+
+        let p = r("GET", "/v1/invoices?status=paid&paid_since=20", true, "");
+        assert_eq!(p.body["data"].as_array().unwrap().len(), 2);
+        assert_eq!(p.body["data"][0]["id"], "inv_b");
+
+        let c = r(
+            "POST",
+            "/sandbox/control",
+            true,
+            r#"{"fail_after_pages":1}"#,
+        );
+        assert_eq!(
+            c.body,
+            json!({"stuck_cursor": false, "fail_after_pages": 1, "pages_served": 0})
+        );
+        assert_eq!(r("GET", "/v1/invoices?status=paid", true, "").status, 200);
+        let failed = r("GET", "/v1/invoices?status=paid", true, "");
+        assert_eq!(failed.status, 500);
+        assert_eq!(failed.body["error"]["code"], "sandbox_fault");
+        assert_eq!(
+            r("GET", "/sandbox/control", true, "").body["pages_served"],
+            1
+        );
+
+        r("POST", "/sandbox/control", true, r#"{"stuck_cursor":true}"#);
+        let stuck = r(
+            "GET",
+            "/v1/invoices?status=paid&limit=1&starting_after=inv_a",
+            true,
+            "",
+        );
+        assert_eq!(
+            (
+                stuck.status,
+                stuck.body["data"][0]["id"].clone(),
+                stuck.body["has_more"].clone()
+            ),
+            (200, json!("inv_a"), json!(true))
+        );
+        // {} clears every fault
+        assert_eq!(
+            r("POST", "/sandbox/control", true, "{}").body["stuck_cursor"],
+            false
+        );
+        let ok = r(
+            "GET",
+            "/v1/invoices?status=paid&limit=1&starting_after=inv_a",
+            true,
+            "",
+        );
+        assert_eq!(ok.body["data"][0]["id"], "inv_b");
+
+        assert_eq!(r("POST", "/sandbox/control", false, "{}").status, 403);
+        assert_eq!(
+            r(
+                "POST",
+                "/sandbox/control",
+                true,
+                r#"{"stuck_cursor":"yes"}"#
+            )
+            .status,
+            400
+        );
+        assert_eq!(r("PUT", "/sandbox/control", true, "{}").status, 405);
+        assert_eq!(
+            r("DELETE", "/sandbox/invoices", true, "").body["deleted"],
+            3
+        );
+        assert_eq!(state.lock().unwrap().store.len(), 0);
     }
 }
