@@ -38,5 +38,15 @@ fi
 if [ ! -f .dev.vars ]; then
   say "creating .dev.vars from .dev.vars.example (development secrets)"
   cp .dev.vars.example .dev.vars
+else
+  # a .dev.vars made by an older checkout: add the names it lacks, keep what it has
+  while IFS= read -r line; do
+    name="${line%%=*}"
+    case "$line" in ''|'#'*) continue ;; esac
+    if ! grep -q "^$name=" .dev.vars; then
+      say "adding $name to .dev.vars (from .dev.vars.example)"
+      printf '%s\n' "$line" >> .dev.vars
+    fi
+  done < .dev.vars.example
 fi
 

@@ -1,7 +1,7 @@
 //! The operators' JSON API under /admin/api (bearer token, constant-time compare).
 
-use crate::consume::{DeliveryMessage, QUEUE_BINDING};
 use crate::error::{AppError, AppResult};
+use crate::queue::{self, DeliveryMessage};
 use crate::sql::{self, DeliveryFilter, DeliveryRow};
 use crate::transition::{self, Change};
 use crate::{config, reconcile};
@@ -55,7 +55,7 @@ pub async fn api(req: Request, env: &Env, path: &str) -> AppResult<Response> {
         (Method::Post, ["deliveries", id, "replay"]) => replay(env, id).await,
         (Method::Get, ["resources", id]) => get_resource(env, id).await,
         (Method::Post, ["resources", id, "transition"]) => manual_transition(req, env, id).await,
-        (Method::Post, ["reconcile"]) => Ok(Response::from_json(&reconcile::run(env).await?)?),
+        (Method::Post, ["reconcile"]) => reconcile_now(req, env).await,
         (_, ["deliveries"] | ["deliveries", _] | ["resources", _]) => {
             Err(AppError::MethodNotAllowed("GET"))
         }
@@ -64,6 +64,35 @@ pub async fn api(req: Request, env: &Env, path: &str) -> AppResult<Response> {
         }
         _ => Err(AppError::NotFound),
     }
+}
+
+#[derive(Deserialize, Default)]
+struct ReconcileRequest {
+    #[serde(default)]
+    full: bool,
+}
+
+/// Runs reconciliation now: the last 7 days, or everything with `{"full":true}`. A walk that
+/// does not fit in this invocation reports `truncated`/`continues` and goes on by cron.
+async fn reconcile_now(mut req: Request, env: &Env) -> AppResult<Response> {
+    let text = req.text().await.unwrap_or_default();
+    let body: ReconcileRequest = if text.trim().is_empty() {
+        ReconcileRequest::default()
+    } else {
+        serde_json::from_str(&text).map_err(|_| {
+            AppError::BadRequest(
+                "invalid_json",
+                r#"the body is empty or {"full":true|false}"#.into(),
+            )
+        })?
+    };
+    let report = reconcile::run(
+        env,
+        reconcile::Start::Manual { full: body.full },
+        config::invocation_budget(env),
+    )
+    .await?;
+    Ok(Response::from_json(&report)?)
 }
 
 /// `received` until processed, then the outcome, with `applied`/`ignored` read as `processed`.
@@ -189,21 +218,20 @@ async fn get_delivery(env: &Env, id: &str) -> AppResult<Response> {
 
 async fn replay(env: &Env, id: &str) -> AppResult<Response> {
     let db = env.d1("DB")?;
-    if !sql::reset_for_replay(&db, id).await? {
-        return Err(AppError::NotFound);
-    }
+    let generation = sql::reset_for_replay(&db, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
     // the reset row is durable and unprocessed: a failed send is picked up by the sweeper
-    let enqueued = env
-        .queue(QUEUE_BINDING)?
-        .send(DeliveryMessage {
-            event_id: id.to_string(),
-        })
+    let enqueued = queue::enqueue(env, DeliveryMessage::new(id, generation))
         .await
         .is_ok();
-    Ok(
-        Response::from_json(&json!({ "replayed": true, "event_id": id, "enqueued": enqueued }))?
-            .with_status(202),
-    )
+    Ok(Response::from_json(&json!({
+        "replayed": true,
+        "event_id": id,
+        "generation": generation,
+        "enqueued": enqueued,
+    }))?
+    .with_status(202))
 }
 
 async fn get_resource(env: &Env, id: &str) -> AppResult<Response> {
@@ -223,6 +251,31 @@ async fn get_resource(env: &Env, id: &str) -> AppResult<Response> {
 struct TransitionRequest {
     to: String,
     reason: String,
+    #[serde(default)]
+    order_ref: Option<String>,
+    #[serde(default)]
+    amount: Option<String>,
+    #[serde(default)]
+    currency: Option<String>,
+}
+
+/// Longest manual reason, in Unicode characters (CONTRACT §5).
+const MAX_REASON_CHARS: usize = 500;
+/// Longest order_ref / amount / currency an operator may type.
+const MAX_FIELD_CHARS: usize = 200;
+
+/// An optional text field of the transition body: trimmed, empty as absent, bounded.
+fn optional_field<'a>(value: Option<&'a str>, name: &'static str) -> AppResult<Option<&'a str>> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    if v.chars().count() > MAX_FIELD_CHARS || v.chars().any(char::is_control) {
+        return Err(AppError::BadRequest(
+            "invalid_field",
+            format!("{name} is 1 to {MAX_FIELD_CHARS} printable characters"),
+        ));
+    }
+    Ok(Some(v))
 }
 
 async fn manual_transition(mut req: Request, env: &Env, id: &str) -> AppResult<Response> {
@@ -235,16 +288,20 @@ async fn manual_transition(mut req: Request, env: &Env, id: &str) -> AppResult<R
     let body: TransitionRequest = req.json().await.map_err(|_| {
         AppError::BadRequest(
             "invalid_json",
-            r#"the body is {"to":"<state>","reason":"<why>"}"#.into(),
+            r#"the body is {"to":"<state>","reason":"<why>"} with optional "order_ref", "amount", "currency""#.into(),
         )
     })?;
     let reason = body.reason.trim();
-    if reason.is_empty() || reason.len() > 500 {
+    // characters, not bytes: a 200-character Chinese reason is 600 bytes and valid
+    if reason.is_empty() || reason.chars().count() > MAX_REASON_CHARS {
         return Err(AppError::BadRequest(
             "invalid_reason",
-            "a reason of 1 to 500 characters is required".into(),
+            format!("a reason of 1 to {MAX_REASON_CHARS} characters is required"),
         ));
     }
+    let order_ref = optional_field(body.order_ref.as_deref(), "order_ref")?;
+    let amount = optional_field(body.amount.as_deref(), "amount")?;
+    let currency = optional_field(body.currency.as_deref(), "currency")?;
     let db = env.d1("DB")?;
     let result = transition::apply(
         &db,
@@ -252,9 +309,9 @@ async fn manual_transition(mut req: Request, env: &Env, id: &str) -> AppResult<R
             resource_id: id,
             kind,
             to: &body.to,
-            order_ref: None,
-            amount: None,
-            currency: None,
+            order_ref,
+            amount,
+            currency,
             cause_kind: "manual",
             cause: reason,
             delivery: None,

@@ -47,3 +47,63 @@ pub fn retry_base_seconds(env: &Env) -> u32 {
 pub fn admin_token(env: &Env) -> Option<String> {
     string(env, "ADMIN_TOKEN")
 }
+
+/// Which deliveries may change state (CONTRACT §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Live,
+    Test,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Live => "live",
+            Mode::Test => "test",
+        }
+    }
+
+    /// Whether an envelope's `livemode` belongs to this deployment. A missing `livemode`
+    /// parses as `false`, so it can never change state in a live deployment.
+    pub fn accepts(self, livemode: bool) -> bool {
+        livemode == (self == Mode::Live)
+    }
+}
+
+/// `PAYMOS_MODE`: `live` when unset (the deploy default). Anything else than `live` or
+/// `test` is a configuration fault, not a guess: the consumer refuses to decide (retries,
+/// then dead-letters, all replayable) rather than fulfil under the wrong mode.
+pub fn mode(env: &Env) -> Result<Mode, String> {
+    match string(env, "PAYMOS_MODE").as_deref().map(str::trim) {
+        None | Some("live") => Ok(Mode::Live),
+        Some("test") => Ok(Mode::Test),
+        Some(_) => Err("PAYMOS_MODE is neither `live` nor `test`".into()),
+    }
+}
+
+/// What one Worker invocation may do (Cloudflare: 1,000 subrequests and 1,000 D1 queries on
+/// the paid plan, 50 on the free plan). `INVOCATION_BUDGET` (default 1000) sets both; the
+/// sweeper and reconciliation size their loops from it.
+pub fn invocation_budget(env: &Env) -> u32 {
+    number(env, "INVOCATION_BUDGET", 1000u32).max(10)
+}
+
+/// The queue whose messages exhausted their retries (wrangler.toml's `dead_letter_queue`),
+/// recognised by name.
+pub fn dead_letter_queue(env: &Env) -> String {
+    string(env, "DEAD_LETTER_QUEUE").unwrap_or_else(|| "paymos-deliveries-dlq".into())
+}
+
+/// An outbound URL that credentials may be sent to: `https`, or plain `http` to a loopback
+/// host (a development value, CONTRACT §4: a deployed worker cannot reach loopback anyway).
+pub fn credential_url(env: &Env, name: &str) -> Result<String, String> {
+    let url = string(env, name).ok_or_else(|| format!("{name} is not set"))?;
+    let trimmed = url.trim();
+    if paymos_core::outbound::may_carry_credentials(trimmed) {
+        Ok(trimmed.to_string())
+    } else {
+        Err(format!(
+            "{name} is not an https URL: credentials are sent only over https"
+        ))
+    }
+}

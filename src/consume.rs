@@ -1,31 +1,30 @@
 //! The queue consumer, the dead-letter consumer and the sweeper.
 
+use crate::config::{self, Mode};
 use crate::error::{AppError, AppResult};
+use crate::queue::{self, DeliveryMessage, Incoming};
 use crate::transition::{self, Change};
-use crate::{config, log, sql};
+use crate::{log, sql};
 use paymos_core::ladder::consumer_retry_delay;
 use paymos_core::{is_valid_event_id, machine, parse_envelope};
-use serde::{Deserialize, Serialize};
-use worker::{D1Database, Env, MessageBatch, MessageExt, QueueRetryOptionsBuilder};
+use worker::{D1Database, Date, Env};
 
-/// What travels on the queue: only the id. The delivery itself is in D1.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DeliveryMessage {
-    pub event_id: String,
-}
-
-pub const QUEUE_BINDING: &str = "DELIVERIES";
+/// Why a delivery was processed without changing anything, on record in `reason`.
+pub const LIVEMODE_MISMATCH: &str = "livemode_mismatch";
+pub const UNKNOWN_EVENT_TYPE: &str = "unknown_event_type";
 
 /// What processing one delivery came to.
 #[derive(Debug, PartialEq)]
 pub enum Processed {
     Outcome(String),
+    /// Ignored, with the reason on record.
+    Ignored(&'static str),
     AlreadyProcessed,
     Missing,
 }
 
 /// Loads the delivery and applies its transition, once.
-pub async fn process_delivery(db: &D1Database, event_id: &str) -> AppResult<Processed> {
+pub async fn process_delivery(db: &D1Database, event_id: &str, mode: Mode) -> AppResult<Processed> {
     let Some(delivery) = sql::load_delivery(db, event_id).await? else {
         return Ok(Processed::Missing);
     };
@@ -35,9 +34,14 @@ pub async fn process_delivery(db: &D1Database, event_id: &str) -> AppResult<Proc
     let body = delivery.body.unwrap_or_default();
     let envelope = parse_envelope(body.as_bytes(), Some(event_id))
         .map_err(|e| AppError::Internal(format!("stored body does not parse: {e}")))?;
+    // A test-mode event never changes a live resource, nor the reverse (CONTRACT §8).
+    if !mode.accepts(envelope.livemode) {
+        sql::mark_ignored(db, event_id, LIVEMODE_MISMATCH).await?;
+        return Ok(Processed::Ignored(LIVEMODE_MISMATCH));
+    }
     let Some((kind, to)) = machine::target_state(&envelope.event_type) else {
-        sql::mark_ignored(db, event_id).await?;
-        return Ok(Processed::Outcome("ignored".into()));
+        sql::mark_ignored(db, event_id, UNKNOWN_EVENT_TYPE).await?;
+        return Ok(Processed::Ignored(UNKNOWN_EVENT_TYPE));
     };
     let result = transition::apply(
         db,
@@ -59,83 +63,126 @@ pub async fn process_delivery(db: &D1Database, event_id: &str) -> AppResult<Proc
     ))
 }
 
-pub async fn consume(batch: MessageBatch<DeliveryMessage>, env: &Env) -> worker::Result<()> {
+/// A batch from the deliveries queue or its dead-letter queue, message by message: one that
+/// is not ours, or fails, must not hold back the rest.
+pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> worker::Result<()> {
     let db = env.d1("DB")?;
-    let dead_letter = batch.queue().ends_with("-dlq");
+    let dead_letter = queue_name == config::dead_letter_queue(env);
     let base = config::retry_base_seconds(env);
-    // message by message: one that is not ours must not hold back the rest of the batch
-    for message in batch.raw_iter() {
-        let event_id = match serde_wasm_bindgen::from_value::<DeliveryMessage>(message.body()) {
-            Ok(m) if is_valid_event_id(&m.event_id) => m.event_id,
-            _ => {
-                // retrying cannot make it readable: log it and let it go
-                log::line("consume", "-", "unreadable_message", None);
-                message.ack();
-                continue;
-            }
+    let mode = config::mode(env);
+    for message in messages {
+        let Some(DeliveryMessage {
+            event_id,
+            generation,
+        }) = message
+            .delivery()
+            .filter(|m| is_valid_event_id(&m.event_id))
+        else {
+            // retrying cannot make it readable: log it and let it go
+            log::line("consume", "-", "unreadable_message", None);
+            message.ack();
+            continue;
         };
         if dead_letter {
-            // every retry failed: the delivery stays, marked dead, visible and replayable
-            match sql::mark_dead(&db, &event_id).await {
-                Ok(()) => {
-                    log::line("dead_letter", &event_id, "dead", None);
+            // every retry failed: the delivery stays, marked dead, visible and replayable;
+            // unless it was replayed meanwhile (another generation), which this must not bury
+            match sql::mark_dead(&db, &event_id, generation).await {
+                Ok(marked) => {
+                    let outcome = if marked {
+                        "dead"
+                    } else {
+                        "dead_letter_superseded"
+                    };
+                    log::line("dead_letter", &event_id, outcome, None);
                     message.ack();
                 }
                 Err(e) => {
                     log::line("dead_letter", &event_id, "error", Some(&e.to_string()));
-                    message.retry();
+                    message.retry_in(base.max(1));
                 }
             }
             continue;
         }
-        match process_delivery(&db, &event_id).await {
+        let result = match &mode {
+            Ok(mode) => process_delivery(&db, &event_id, *mode).await,
+            Err(e) => Err(AppError::NotConfigured("invalid_mode", e.clone())),
+        };
+        match result {
             Ok(processed) => {
-                let outcome = match &processed {
-                    Processed::Outcome(o) => o.as_str(),
-                    Processed::AlreadyProcessed => "already_processed",
-                    Processed::Missing => "missing",
+                let (outcome, reason) = match &processed {
+                    Processed::Outcome(o) => (o.as_str(), None),
+                    Processed::Ignored(reason) => ("ignored", Some(*reason)),
+                    Processed::AlreadyProcessed => ("already_processed", None),
+                    Processed::Missing => ("missing", None),
                 };
-                log::line("consume", &event_id, outcome, None);
+                log::line("consume", &event_id, outcome, reason);
                 message.ack();
             }
             Err(e) => {
                 let error = format!("{}: {}", e.code(), e.detail().unwrap_or(""));
-                let attempts = sql::record_failure(&db, &event_id, &error)
-                    .await
-                    .unwrap_or(1);
-                let delay = consumer_retry_delay(base, attempts);
+                // the delay follows the queue's own count, which keeps growing while D1 is
+                // down (a D1 counter would not)
+                let attempts = message.attempts();
+                let delay = consumer_retry_delay(base, i64::from(attempts));
+                // visible in the archive; best effort (D1 may be what is failing)
+                let _ = sql::record_failure(&db, &event_id, &error).await;
                 log::line(
                     "consume",
                     &event_id,
                     "retry",
-                    Some(&format!("{error}; retry in {delay}s")),
+                    Some(&format!("{error}; attempt {attempts}; retry in {delay}s")),
                 );
-                message.retry_with_options(
-                    &QueueRetryOptionsBuilder::new()
-                        .with_delay_seconds(delay)
-                        .build(),
-                );
+                message.retry_in(delay);
             }
         }
     }
     Ok(())
 }
 
-/// Re-enqueues deliveries left unprocessed too long: a lost enqueue or a crashed consumer
-/// never loses a delivery.
-pub async fn sweep(env: &Env) -> AppResult<usize> {
+/// How many rows one sweeper claim takes, and one `sendBatch` sends (the platform's limit).
+const SWEEP_CHUNK: u32 = 100;
+/// Wall-clock budget of one sweep, well inside a cron invocation's limits.
+const SWEEP_MILLIS: u64 = 20_000;
+
+/// Re-enqueues deliveries left unprocessed too long, so a lost enqueue or a crashed consumer
+/// never loses a delivery. Loops in chunks of 100 until nothing is left, the time budget is
+/// spent, or `budget` (D1 queries + subrequests this sweep may use) is; each chunk costs one
+/// claim query and one send.
+pub async fn sweep(env: &Env, budget: u32) -> AppResult<usize> {
     let db = env.d1("DB")?;
-    let queue = env.queue(QUEUE_BINDING)?;
-    let ids = sql::claim_unprocessed(&db, config::sweep_after_seconds(env), 500).await?;
-    for chunk in ids.chunks(100) {
-        let messages: Vec<DeliveryMessage> = chunk
-            .iter()
-            .map(|id| DeliveryMessage {
-                event_id: id.clone(),
-            })
+    let started = Date::now().as_millis();
+    let older_than = config::sweep_after_seconds(env);
+    let max_chunks = (budget / 2).max(1);
+    let mut total = 0usize;
+    let mut chunks = 0;
+    let mut failure = None;
+    while chunks < max_chunks && Date::now().as_millis().saturating_sub(started) < SWEEP_MILLIS {
+        chunks += 1;
+        let claimed = sql::claim_unprocessed(&db, older_than, SWEEP_CHUNK).await?;
+        let n = claimed.len();
+        if n == 0 {
+            break;
+        }
+        let messages = claimed
+            .into_iter()
+            .map(|(id, generation)| DeliveryMessage::new(id, generation))
             .collect();
-        queue.send_batch(messages).await?;
+        let (sent, err) = queue::enqueue_all(env, messages).await;
+        total += sent;
+        if let Some(e) = err {
+            // claimed rows wait for the next sweep (their enqueued_at moved): nothing lost
+            failure = Some(e.to_string());
+            break;
+        }
+        if n < SWEEP_CHUNK as usize {
+            break;
+        }
     }
-    log::line("sweep", "-", &format!("requeued {}", ids.len()), None);
-    Ok(ids.len())
+    log::line(
+        "sweep",
+        "-",
+        &format!("requeued {total}"),
+        failure.as_deref(),
+    );
+    Ok(total)
 }

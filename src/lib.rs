@@ -7,17 +7,16 @@ mod config;
 mod consume;
 mod error;
 mod log;
+mod queue;
 mod receive;
 mod reconcile;
 mod sql;
 mod transition;
 
-use consume::DeliveryMessage;
 use error::AppError;
 use serde_json::json;
 use worker::{
-    event, Context, Env, MessageBatch, Method, Request, Response, Result, ScheduleContext,
-    ScheduledEvent,
+    event, Context, Env, Method, Request, Response, Result, ScheduleContext, ScheduledEvent,
 };
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -37,6 +36,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         "/healthz" => Response::from_json(&json!({
             "status": "ok",
             "version": VERSION,
+            "mode": config::mode(&env).map(config::Mode::as_str).unwrap_or("invalid"),
             "commit": option_env!("PAYMOS_BUILD_COMMIT").unwrap_or("unknown"),
         })),
         p if p.starts_with("/admin/api/") => {
@@ -57,21 +57,50 @@ fn admin_reply(result: error::AppResult<Response>) -> Result<Response> {
     Ok(resp)
 }
 
-#[event(queue)]
-async fn queue(batch: MessageBatch<DeliveryMessage>, env: Env, _ctx: Context) -> Result<()> {
-    console_error_panic_hook::set_once();
-    consume::consume(batch, &env).await
+/// The queue handler, exported by hand rather than with `#[event(queue)]`: that macro hands
+/// over workers-rs's `MessageBatch`, whose messages do not expose `attempts`, which the
+/// retry backoff reads (see `queue.rs`). Same signature and error handling as the macro's.
+mod queue_export {
+    use wasm_bindgen::prelude::wasm_bindgen;
+    use wasm_bindgen::JsValue;
+
+    #[wasm_bindgen(
+        wasm_bindgen = ::worker::wasm_bindgen,
+        wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
+        js_sys = ::worker::js_sys
+    )]
+    pub async fn queue(
+        batch: ::worker::worker_sys::MessageBatch,
+        env: ::worker::Env,
+        _ctx: ::worker::worker_sys::Context,
+    ) -> Result<JsValue, JsValue> {
+        console_error_panic_hook::set_once();
+        let (name, messages) = crate::queue::read_batch(&batch);
+        match crate::consume::consume(&name, messages, &env).await {
+            Ok(()) => Ok(JsValue::UNDEFINED),
+            Err(e) => {
+                ::worker::console_log!("{}", &e);
+                Err(JsValue::from_str(&e.to_string()))
+            }
+        }
+    }
 }
 
 #[event(scheduled)]
 async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     console_error_panic_hook::set_once();
-    if event.cron() == RECONCILE_CRON {
-        if let Err(e) = reconcile::run(&env).await {
-            log::line("reconcile", "-", "error", Some(e.code()));
-        }
+    // one invocation's budget, shared: reconciliation (a new daily run, or the continuation of
+    // an unfinished one) takes half, the sweeper the rest
+    let budget = config::invocation_budget(&env);
+    let start = if event.cron() == RECONCILE_CRON {
+        reconcile::Start::Daily
+    } else {
+        reconcile::Start::ContinueOnly
+    };
+    if let Err(e) = reconcile::run(&env, start, budget / 2).await {
+        log::line("reconcile", "-", "error", Some(e.code()));
     }
-    if let Err(e) = consume::sweep(&env).await {
+    if let Err(e) = consume::sweep(&env, budget / 2 - 2).await {
         log::line("sweep", "-", "error", Some(e.code()));
     }
 }

@@ -1,7 +1,7 @@
 //! POST /webhooks/paymos: verify, dedupe, enqueue, reply. Nothing slow runs before the reply.
 
-use crate::consume::{DeliveryMessage, QUEUE_BINDING};
 use crate::error::{AppError, AppResult};
+use crate::queue::{self, DeliveryMessage};
 use crate::{config, sql};
 use futures_util::StreamExt;
 use paymos_core::{is_valid_event_id, parse_envelope, signature};
@@ -91,15 +91,7 @@ async fn handle(mut req: Request, env: &Env, header_id: Option<&str>) -> AppResu
     let mut enqueue_error = None;
     if inserted {
         // the row is durable: if this send fails the sweeper enqueues it later, so still 2xx
-        let sent = match env.queue(QUEUE_BINDING) {
-            Ok(q) => {
-                q.send(DeliveryMessage {
-                    event_id: envelope.event_id.clone(),
-                })
-                .await
-            }
-            Err(e) => Err(e),
-        };
+        let sent = queue::enqueue(env, DeliveryMessage::new(envelope.event_id.clone(), 0)).await;
         enqueue_error = sent.err().map(|e| e.to_string());
     }
     Ok(Received {

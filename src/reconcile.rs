@@ -1,6 +1,13 @@
-//! Reconciliation against the provider API (contract §6): a paid invoice with no
+//! Reconciliation against the provider API (CONTRACT §6): a paid invoice with no
 //! `invoice.paid` on record is a subscription or firewall problem, reported and brought to
-//! paid through the guard; more than one fulfilment is a key problem, reported.
+//! paid through the guard; one whose `invoice.paid` is on record but dead or stuck
+//! unprocessed is reported too (nothing shipped); more than one effect of a kind is a key
+//! problem, reported.
+//!
+//! Bounded: a run never does more than one invocation may. It walks pages while its budget
+//! (D1 queries + subrequests) lasts, keeps its cursor in `reconciliation_run`, and the next
+//! cron invocation continues it. A page that does not move the cursor forward, or a provider
+//! error part-way, ends the run `truncated` with what was checked.
 
 use crate::error::{AppError, AppResult};
 use crate::transition::{self, Change};
@@ -8,10 +15,23 @@ use crate::{config, log, sql};
 use paymos_core::ResourceKind;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use worker::{Env, Fetch, Headers, Method, Request, RequestInit};
+use worker::{D1Database, Date, Env, Fetch, Headers, Method, Request, RequestInit};
 
-/// Stops a misbehaving API from paging forever.
-const MAX_PAGES: usize = 1000;
+/// How far back a daily (or default manual) run looks: `paid_since` = now − 7 days.
+pub const WINDOW_SECONDS: i64 = 7 * 24 * 3600;
+/// Queries kept back for opening and closing a run (supersede, insert, doubled, finish, report).
+const RESERVE: u32 = 6;
+
+/// Why `run` was called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// The daily cron: a new run over the last 7 days.
+    Daily,
+    /// An operator's `POST /admin/api/reconcile`: a new run, the last 7 days or everything.
+    Manual { full: bool },
+    /// Any other cron: continue an unfinished run, if there is one.
+    ContinueOnly,
+}
 
 #[derive(Deserialize)]
 struct InvoicePage {
@@ -33,107 +53,295 @@ struct ProviderInvoice {
     order_ref: Option<String>,
 }
 
-async fn fetch_page(base: &str, key: &str, after: Option<&str>) -> AppResult<InvoicePage> {
-    let mut url = format!(
-        "{}/v1/invoices?status=paid&limit=100",
-        base.trim_end_matches('/')
-    );
-    if let Some(a) = after {
-        url.push_str("&starting_after=");
-        url.push_str(a);
-    }
-    let headers = Headers::new();
-    headers.set("Authorization", &format!("Bearer {key}"))?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Get).with_headers(headers);
-    let provider_error = AppError::Upstream;
-    let mut resp = Fetch::Request(Request::new_with_init(&url, &init)?)
-        .send()
-        .await
-        .map_err(|e| provider_error(format!("the provider API could not be reached: {e}")))?;
-    if resp.status_code() != 200 {
-        return Err(provider_error(format!(
-            "the provider API answered {}",
-            resp.status_code()
-        )));
-    }
-    resp.json().await.map_err(|_| {
-        provider_error("the provider API answered something that is not an invoice page".into())
-    })
+struct Provider {
+    base: String,
+    key: String,
 }
 
-pub async fn run(env: &Env) -> AppResult<Value> {
-    let setting = |name: &'static str| {
-        config::string(env, name).ok_or_else(|| {
-            AppError::NotConfigured(
-                "reconciliation_not_configured",
-                format!("{name} is not set"),
-            )
-        })
-    };
-    let base = setting("PAYMOS_API_BASE")?;
-    let key = setting("PAYMOS_API_KEY")?;
+impl Provider {
+    /// The API base and key, or why reconciliation cannot run (said in the log and the reply).
+    fn from_env(env: &Env) -> AppResult<Provider> {
+        let not_configured = |m: String| {
+            log::line("reconcile", "-", "not_configured", Some(&m));
+            AppError::NotConfigured("reconciliation_not_configured", m)
+        };
+        let base = config::credential_url(env, "PAYMOS_API_BASE").map_err(not_configured)?;
+        let key = config::string(env, "PAYMOS_API_KEY")
+            .ok_or_else(|| not_configured("PAYMOS_API_KEY is not set".into()))?;
+        Ok(Provider { base, key })
+    }
+
+    async fn page(
+        &self,
+        after: Option<&str>,
+        paid_since: Option<i64>,
+    ) -> Result<InvoicePage, String> {
+        let mut url = format!(
+            "{}/v1/invoices?status=paid&limit=100",
+            self.base.trim_end_matches('/')
+        );
+        if let Some(since) = paid_since {
+            url.push_str(&format!("&paid_since={since}"));
+        }
+        if let Some(a) = after {
+            url.push_str("&starting_after=");
+            url.push_str(&paymos_core::outbound::encode_query_value(a));
+        }
+        let send = async {
+            let headers = Headers::new();
+            headers.set("Authorization", &format!("Bearer {}", self.key))?;
+            let mut init = RequestInit::new();
+            init.with_method(Method::Get).with_headers(headers);
+            Fetch::Request(Request::new_with_init(&url, &init)?)
+                .send()
+                .await
+        };
+        let mut resp = send
+            .await
+            .map_err(|e| format!("the provider API could not be reached: {e}"))?;
+        if resp.status_code() != 200 {
+            return Err(format!("the provider API answered {}", resp.status_code()));
+        }
+        resp.json()
+            .await
+            .map_err(|_| "the provider API answered something that is not an invoice page".into())
+    }
+}
+
+/// Counts what this invocation has spent.
+struct Budget {
+    limit: u32,
+    used: u32,
+}
+
+impl Budget {
+    fn left(&self) -> u32 {
+        self.limit.saturating_sub(self.used)
+    }
+    fn spend(&mut self, n: u32) {
+        self.used += n;
+    }
+}
+
+/// Runs (or continues) reconciliation within `budget` D1 queries + subrequests and returns
+/// its report; `None` when asked only to continue and no run is open.
+pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value>> {
     let db = env.d1("DB")?;
-    let mut checked = 0usize;
-    let mut missing = Vec::new();
-    let mut after: Option<String> = None;
-    let mut pages = 0usize;
-    loop {
-        let page = fetch_page(&base, &key, after.as_deref()).await?;
-        pages += 1;
+    let mut budget = Budget {
+        limit: budget.max(RESERVE + 3),
+        used: 0,
+    };
+    let (run, fresh) = match start {
+        Start::ContinueOnly => {
+            budget.spend(1);
+            match sql::open_reconciliation(&db).await? {
+                Some(run) => (run, false),
+                None => return Ok(None),
+            }
+        }
+        Start::Daily | Start::Manual { .. } => {
+            let full = matches!(start, Start::Manual { full: true });
+            let now = (Date::now().as_millis() / 1000) as i64;
+            let paid_since = (!full).then_some(now - WINDOW_SECONDS);
+            // checked before a run is opened: a deployment without the API says so every time
+            let _ = Provider::from_env(env)?;
+            budget.spend(1);
+            (
+                sql::start_reconciliation(&db, full, paid_since).await?,
+                true,
+            )
+        }
+    };
+    let provider = match Provider::from_env(env) {
+        Ok(p) => p,
+        Err(e) => {
+            sql::finish_reconciliation(&db, run.id, "failed", Some(e.code())).await?;
+            return Err(e);
+        }
+    };
+    let mut state = walk(&db, &provider, &run, &mut budget, env).await?;
+    if state.provider_error.is_some() && fresh && run.pages == 0 && state.pages == 0 {
+        // nothing was checked at all: the provider's failure is the answer (502), on record
+        let message = state.provider_error.take().unwrap_or_default();
+        sql::finish_reconciliation(&db, run.id, "failed", Some(&message)).await?;
+        log::line("reconcile", "-", "provider_error", Some(&message));
+        return Err(AppError::Upstream(message));
+    }
+    let (final_state, error) = if let Some(e) = state.provider_error.take() {
+        ("truncated", Some(e))
+    } else if let Some(e) = state.stuck.take() {
+        ("truncated", Some(e))
+    } else if state.finished {
+        ("done", None)
+    } else {
+        ("running", None)
+    };
+    if final_state != "running" {
+        sql::finish_reconciliation(&db, run.id, final_state, error.as_deref()).await?;
+    }
+    let doubled = sql::doubled_effects(&db).await?;
+    let report = sql::reconciliation_report(&db, run.id).await?;
+    let truncated = final_state != "done";
+    let ok = !truncated
+        && report.missing.is_empty()
+        && report.unprocessed.is_empty()
+        && doubled.is_empty();
+    log::line(
+        "reconcile",
+        "-",
+        &format!(
+            "run {} {final_state}: checked {}, pages {}, missing {}, unprocessed {}, doubled {}",
+            run.id,
+            report.checked,
+            report.pages,
+            report.missing.len(),
+            report.unprocessed.len(),
+            doubled.len()
+        ),
+        error.as_deref(),
+    );
+    Ok(Some(json!({
+        "run_id": run.id,
+        "full": run.full_walk != 0,
+        "paid_since": run.paid_since,
+        "checked": report.checked,
+        "pages": report.pages,
+        "missing": report.missing,
+        "unprocessed": report.unprocessed,
+        "doubled": doubled,
+        "truncated": truncated,
+        // an unfinished run goes on in the next cron invocation (every 5 minutes)
+        "continues": final_state == "running",
+        "state": final_state,
+        "error": error,
+        "ok": ok,
+    })))
+}
+
+#[derive(Default)]
+struct Walked {
+    pages: i64,
+    finished: bool,
+    stuck: Option<String>,
+    provider_error: Option<String>,
+}
+
+/// Pages through the provider's paid invoices from the run's cursor while the budget lasts.
+async fn walk(
+    db: &D1Database,
+    provider: &Provider,
+    run: &sql::ReconciliationRun,
+    budget: &mut Budget,
+    env: &Env,
+) -> AppResult<Walked> {
+    let mut out = Walked::default();
+    let mut cursor = run.cursor.clone();
+    let stuck_after = config::sweep_after_seconds(env);
+    // one page costs a fetch, a lookup and a progress write, plus one batch per missing invoice
+    while budget.left() >= RESERVE + 3 {
+        budget.spend(1);
+        let page = match provider.page(cursor.as_deref(), run.paid_since).await {
+            Ok(p) => p,
+            Err(e) => {
+                out.provider_error = Some(e);
+                return Ok(out);
+            }
+        };
+        // A page must move the cursor forward: its last id after `starting_after`. One that
+        // does not (the same page again, an empty page that claims more) would walk forever.
+        let last = page.data.last().map(|i| i.id.clone());
+        let advances = match (&last, &cursor) {
+            (Some(l), Some(c)) => l > c,
+            (Some(_), None) => true,
+            (None, _) => !page.has_more,
+        };
+        if !advances {
+            out.stuck = Some(format!(
+                "the provider's page after {} does not move the cursor forward",
+                cursor.as_deref().unwrap_or("the start")
+            ));
+            return Ok(out);
+        }
         let invoices: Vec<&ProviderInvoice> = page
             .data
             .iter()
             .filter(|i| paymos_core::resource_kind_of(&i.id) == Some(ResourceKind::Invoice))
             .filter(|i| i.status.as_deref().is_none_or(|s| s == "paid"))
             .collect();
-        checked += invoices.len();
         let ids: Vec<&str> = invoices.iter().map(|i| i.id.as_str()).collect();
-        let without = sql::invoices_without_paid_delivery(&db, &ids).await?;
-        for invoice in invoices.iter().filter(|i| without.contains(&i.id)) {
-            let result = transition::apply(
-                &db,
-                &Change {
-                    resource_id: &invoice.id,
-                    kind: ResourceKind::Invoice,
-                    to: "paid",
-                    order_ref: invoice.order_ref.as_deref(),
-                    amount: invoice.amount.as_deref(),
-                    currency: invoice.currency.as_deref(),
-                    cause_kind: "reconciliation",
-                    cause: "paid at the provider, no invoice.paid delivery on record",
-                    delivery: None,
-                },
-            )
-            .await?;
-            missing.push(json!({
-                "id": invoice.id,
-                "order_ref": invoice.order_ref,
-                "brought_to_paid": result.applied != 0,
-                "status": result.status,
-            }));
+        budget.spend(1);
+        let on_record = sql::paid_deliveries_on_record(db, &ids, stuck_after).await?;
+        let mut findings = Vec::new();
+        let mut handled_to: Option<&str> = None;
+        let mut checked = 0i64;
+        let mut complete = true;
+        for invoice in &page.data {
+            let looked_up = on_record.iter().find(|r| r.id == invoice.id);
+            if looked_up.is_some_and(|r| !r.on_record) {
+                // keep one query for the progress write
+                if budget.left() < RESERVE + 2 {
+                    complete = false;
+                    break;
+                }
+                budget.spend(1);
+                let result = transition::apply(
+                    db,
+                    &Change {
+                        resource_id: &invoice.id,
+                        kind: ResourceKind::Invoice,
+                        to: "paid",
+                        order_ref: invoice.order_ref.as_deref(),
+                        amount: invoice.amount.as_deref(),
+                        currency: invoice.currency.as_deref(),
+                        cause_kind: "reconciliation",
+                        cause: "paid at the provider, no invoice.paid delivery on record",
+                        delivery: None,
+                    },
+                )
+                .await?;
+                findings.push(sql::Finding::Missing {
+                    invoice_id: invoice.id.clone(),
+                    order_ref: invoice.order_ref.clone(),
+                    brought_to_paid: result.applied != 0,
+                    status: result.status,
+                });
+            } else if let Some(r) = looked_up.filter(|r| r.stuck_event_id.is_some()) {
+                findings.push(sql::Finding::Unprocessed {
+                    invoice_id: invoice.id.clone(),
+                    order_ref: invoice.order_ref.clone(),
+                    event_id: r.stuck_event_id.clone().unwrap_or_default(),
+                    outcome: r.stuck_outcome.clone(),
+                    status: r.status.clone(),
+                });
+            }
+            if looked_up.is_some() {
+                checked += 1;
+            }
+            handled_to = Some(&invoice.id);
         }
-        after = page.data.last().map(|i| i.id.clone());
-        if !page.has_more || after.is_none() || pages >= MAX_PAGES {
-            break;
+        let next_cursor = handled_to.map(str::to_string).or(cursor.clone());
+        let page_done = complete;
+        budget.spend(1);
+        sql::record_reconciliation_page(
+            db,
+            run.id,
+            next_cursor.as_deref(),
+            i64::from(page_done),
+            checked,
+            &findings,
+        )
+        .await?;
+        if page_done {
+            out.pages += 1;
+        }
+        cursor = next_cursor;
+        if page_done && !page.has_more {
+            out.finished = true;
+            return Ok(out);
+        }
+        if !page_done {
+            return Ok(out);
         }
     }
-    let doubled = sql::doubled_effects(&db).await?;
-    log::line(
-        "reconcile",
-        "-",
-        &format!(
-            "checked {checked}, missing {}, doubled {}",
-            missing.len(),
-            doubled.len()
-        ),
-        None,
-    );
-    Ok(json!({
-        "checked": checked,
-        "pages": pages,
-        "missing": missing,
-        "doubled": doubled,
-        "ok": missing.is_empty() && doubled.is_empty(),
-    }))
+    Ok(out)
 }

@@ -59,12 +59,15 @@ pub struct DeliveryRow {
     pub last_error: Option<String>,
     pub enqueued_at: Option<String>,
     pub replays: i64,
+    /// Why it ended as it did when the outcome alone does not say (e.g. `livemode_mismatch`).
+    pub reason: Option<String>,
+    pub generation: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
 }
 
 const DELIVERY_COLUMNS: &str = "event_id, resource_id, event_type, received_at, processed_at, \
-     outcome, attempts, last_error, enqueued_at, replays";
+     outcome, attempts, last_error, enqueued_at, replays, reason, generation";
 
 pub async fn load_delivery(db: &D1Database, event_id: &str) -> Result<Option<DeliveryRow>> {
     db.prepare(format!(
@@ -113,13 +116,15 @@ pub async fn list_deliveries(db: &D1Database, f: &DeliveryFilter<'_>) -> Result<
         .results()
 }
 
-/// An unknown event type: stored, acknowledged, and recorded as ignored.
-pub async fn mark_ignored(db: &D1Database, event_id: &str) -> Result<()> {
+/// Stored, acknowledged, and recorded as ignored, with the reason (unknown event type,
+/// livemode mismatch).
+pub async fn mark_ignored(db: &D1Database, event_id: &str, reason: &str) -> Result<()> {
     db.prepare(format!(
-        "UPDATE webhook_delivery SET processed_at = {NOW}, outcome = 'ignored', last_error = NULL \
+        "UPDATE webhook_delivery SET processed_at = {NOW}, outcome = 'ignored', reason = ?2, \
+           last_error = NULL \
          WHERE event_id = ?1 AND processed_at IS NULL"
     ))
-    .bind(&[text(event_id)])?
+    .bind(&[text(event_id), text(reason)])?
     .run()
     .await?;
     Ok(())
@@ -139,28 +144,34 @@ pub async fn record_failure(db: &D1Database, event_id: &str, error: &str) -> Res
 }
 
 /// The dead-letter queue's verdict: the delivery stays on record, visible and replayable.
-pub async fn mark_dead(db: &D1Database, event_id: &str) -> Result<()> {
-    db.prepare(format!(
-        "UPDATE webhook_delivery SET outcome = 'dead', processed_at = {NOW}, \
-         last_error = coalesce(last_error, 'queue retries exhausted') \
-         WHERE event_id = ?1 AND processed_at IS NULL"
-    ))
-    .bind(&[text(event_id)])?
-    .run()
-    .await?;
-    Ok(())
+/// Only for the generation the message was sent for (`None`: a message from before
+/// generations, any): after an operator's replay the old message's verdict is void.
+/// `true` when the row was marked.
+pub async fn mark_dead(db: &D1Database, event_id: &str, generation: Option<i64>) -> Result<bool> {
+    let row: Option<serde_json::Value> = db
+        .prepare(format!(
+            "UPDATE webhook_delivery SET outcome = 'dead', processed_at = {NOW}, \
+             last_error = coalesce(last_error, 'queue retries exhausted') \
+             WHERE event_id = ?1 AND processed_at IS NULL AND (?2 IS NULL OR generation = ?2) \
+             RETURNING event_id"
+        ))
+        .bind(&[text(event_id), generation.map_or(JsValue::NULL, int)])?
+        .first(None)
+        .await?;
+    Ok(row.is_some())
 }
 
 /// Deliveries left unprocessed for longer than `older_than_seconds` since their last enqueue,
-/// marked as enqueued now (the caller sends them). Oldest first.
+/// marked as enqueued now (the caller sends them), with their generation. Oldest first.
 pub async fn claim_unprocessed(
     db: &D1Database,
     older_than_seconds: i64,
     limit: u32,
-) -> Result<Vec<String>> {
+) -> Result<Vec<(String, i64)>> {
     #[derive(Deserialize)]
     struct Row {
         event_id: String,
+        generation: i64,
     }
     let cutoff = format!("-{} seconds", older_than_seconds.max(0));
     let sql = format!(
@@ -169,7 +180,7 @@ pub async fn claim_unprocessed(
            WHERE processed_at IS NULL \
              AND coalesce(enqueued_at, received_at) <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1) \
            ORDER BY coalesce(enqueued_at, received_at) LIMIT ?2) \
-         RETURNING event_id"
+         RETURNING event_id, generation"
     );
     let rows: Vec<Row> = db
         .prepare(sql)
@@ -177,22 +188,24 @@ pub async fn claim_unprocessed(
         .all()
         .await?
         .results()?;
-    Ok(rows.into_iter().map(|r| r.event_id).collect())
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.event_id, r.generation))
+        .collect())
 }
 
-/// An operator's replay: the delivery becomes unprocessed again and is re-enqueued.
-/// `false` when there is no such delivery.
-pub async fn reset_for_replay(db: &D1Database, event_id: &str) -> Result<bool> {
-    let row: Option<serde_json::Value> = db
-        .prepare(format!(
-            "UPDATE webhook_delivery SET processed_at = NULL, outcome = NULL, attempts = 0, \
-             last_error = NULL, replays = replays + 1, enqueued_at = {NOW} \
-             WHERE event_id = ?1 RETURNING event_id"
-        ))
-        .bind(&[text(event_id)])?
-        .first(None)
-        .await?;
-    Ok(row.is_some())
+/// An operator's replay: the delivery becomes unprocessed again, in a new generation, and is
+/// re-enqueued. Its new generation; `None` when there is no such delivery.
+pub async fn reset_for_replay(db: &D1Database, event_id: &str) -> Result<Option<i64>> {
+    db.prepare(format!(
+        "UPDATE webhook_delivery SET processed_at = NULL, outcome = NULL, reason = NULL, \
+         attempts = 0, last_error = NULL, replays = replays + 1, generation = generation + 1, \
+         enqueued_at = {NOW} \
+         WHERE event_id = ?1 RETURNING generation"
+    ))
+    .bind(&[text(event_id)])?
+    .first(Some("generation"))
+    .await
 }
 
 // ---------------------------------------------------------------- resources
@@ -321,7 +334,7 @@ pub fn transition_statements(
             "INSERT INTO resource (id, kind, status, order_ref, amount, currency, transition_token) \
              SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE 1 \
              ON CONFLICT (id) DO UPDATE SET previous_status = resource.status, status = excluded.status, \
-               order_ref = coalesce(excluded.order_ref, resource.order_ref), \
+               order_ref = coalesce(resource.order_ref, excluded.order_ref), \
                amount = coalesce(excluded.amount, resource.amount), \
                currency = coalesce(excluded.currency, resource.currency), \
                transition_token = excluded.transition_token, updated_at = {NOW} \
@@ -330,7 +343,7 @@ pub fn transition_statements(
     } else {
         db.prepare(format!(
             "UPDATE resource SET previous_status = status, status = ?3, \
-               order_ref = coalesce(?4, order_ref), amount = coalesce(?5, amount), \
+               order_ref = coalesce(order_ref, ?4), amount = coalesce(?5, amount), \
                currency = coalesce(?6, currency), transition_token = ?7, updated_at = {NOW} \
              WHERE id = ?1 AND kind = ?2 AND status IN (SELECT value FROM json_each(?8))"
         ))
@@ -382,21 +395,56 @@ pub fn transition_statements(
         );
     }
 
-    // 4. The delivery's outcome, written once: a second consumer of the same delivery finds
-    //    processed_at set and changes nothing.
+    // 4. Facts learned late (a stale event, reconciliation, an operator) fill what the
+    //    resource and its effects lack, whatever the guard decided: a fulfilment made before
+    //    the order_ref was known gets it now. A known value is never overwritten.
+    if p.order_ref.is_some() || p.amount.is_some() || p.currency.is_some() {
+        stmts.push(
+            db.prepare(format!(
+                "UPDATE resource SET order_ref = coalesce(order_ref, ?2), \
+                   amount = coalesce(amount, ?3), currency = coalesce(currency, ?4), updated_at = {NOW} \
+                 WHERE id = ?1 AND ((order_ref IS NULL AND ?2 IS NOT NULL) \
+                   OR (amount IS NULL AND ?3 IS NOT NULL) OR (currency IS NULL AND ?4 IS NOT NULL))"
+            ))
+            .bind(&[
+                text(p.resource_id),
+                opt_text(p.order_ref),
+                opt_text(p.amount),
+                opt_text(p.currency),
+            ])?,
+        );
+        stmts.push(
+            db.prepare(
+                "UPDATE effect SET order_ref = coalesce(effect.order_ref, r.order_ref), \
+                   amount = coalesce(effect.amount, r.amount), currency = coalesce(effect.currency, r.currency) \
+                 FROM resource r \
+                 WHERE effect.resource_id = ?1 AND r.id = ?1 \
+                   AND ((effect.order_ref IS NULL AND r.order_ref IS NOT NULL) \
+                     OR (effect.amount IS NULL AND r.amount IS NOT NULL) \
+                     OR (effect.currency IS NULL AND r.currency IS NOT NULL))",
+            )
+            .bind(&[text(p.resource_id)])?,
+        );
+    }
+
+    // 5. The delivery's outcome, written once: a second consumer of the same delivery finds
+    //    processed_at set and changes nothing. One exception: a copy that applied the
+    //    transition after the dead-letter consumer marked the delivery dead (it loaded the
+    //    row before) overrides `dead`, so the archive never says dead of what was applied.
     if let Some(event_id) = p.delivery {
         stmts.push(
             db.prepare(format!(
-                "UPDATE webhook_delivery SET processed_at = {NOW}, last_error = NULL, \
+                "UPDATE webhook_delivery SET processed_at = {NOW}, last_error = NULL, reason = NULL, \
                    outcome = CASE WHEN EXISTS (SELECT 1 FROM resource WHERE id = ?2 AND transition_token = ?3) \
                                   THEN 'applied' ELSE 'stale' END \
-                 WHERE event_id = ?1 AND processed_at IS NULL"
+                 WHERE event_id = ?1 AND (processed_at IS NULL OR (outcome = 'dead' \
+                   AND EXISTS (SELECT 1 FROM resource WHERE id = ?2 AND transition_token = ?3)))"
             ))
             .bind(&[text(event_id), text(p.resource_id), text(p.token)])?,
         );
     }
 
-    // 5. Read back what happened.
+    // 6. Read back what happened.
     stmts.push(
         db.prepare(
             "SELECT (SELECT status FROM resource WHERE id = ?1) AS status, \
@@ -425,23 +473,283 @@ pub async fn apply_transition(
 
 // ---------------------------------------------------------------- reconciliation
 
-/// Of these invoice ids, the ones with no `invoice.paid` delivery on record.
-pub async fn invoices_without_paid_delivery(db: &D1Database, ids: &[&str]) -> Result<Vec<String>> {
+/// A reconciliation run as kept in D1 between invocations.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReconciliationRun {
+    pub id: i64,
+    pub full_walk: i64,
+    pub paid_since: Option<i64>,
+    pub cursor: Option<String>,
+    pub pages: i64,
+}
+
+const RUN_COLUMNS: &str = "id, full_walk, paid_since, cursor, pages";
+
+/// The unfinished run to continue, if any (the newest; older ones were superseded).
+pub async fn open_reconciliation(db: &D1Database) -> Result<Option<ReconciliationRun>> {
+    db.prepare(format!(
+        "UPDATE reconciliation_run SET invocations = invocations + 1, updated_at = {NOW} \
+         WHERE id = (SELECT max(id) FROM reconciliation_run WHERE state = 'running') \
+         RETURNING {RUN_COLUMNS}"
+    ))
+    .first(None)
+    .await
+}
+
+/// Opens a new run; any run still open is closed as superseded (its findings stay on record).
+pub async fn start_reconciliation(
+    db: &D1Database,
+    full: bool,
+    paid_since: Option<i64>,
+) -> Result<ReconciliationRun> {
+    let results = db
+        .batch(vec![
+            db.prepare(format!(
+                "UPDATE reconciliation_run SET state = 'truncated', \
+                   error = 'superseded by a newer run', finished_at = {NOW}, updated_at = {NOW} \
+                 WHERE state = 'running'"
+            )),
+            db.prepare(format!(
+                "INSERT INTO reconciliation_run (full_walk, paid_since, invocations) VALUES (?1, ?2, 1) \
+                 RETURNING {RUN_COLUMNS}"
+            ))
+            .bind(&[int(i64::from(full)), paid_since.map_or(JsValue::NULL, int)])?,
+        ])
+        .await?;
+    results
+        .last()
+        .ok_or_else(|| worker::Error::RustError("empty batch result".into()))?
+        .results::<ReconciliationRun>()?
+        .into_iter()
+        .next()
+        .ok_or_else(|| worker::Error::RustError("the new run was not returned".into()))
+}
+
+pub async fn finish_reconciliation(
+    db: &D1Database,
+    run_id: i64,
+    state: &str,
+    error: Option<&str>,
+) -> Result<()> {
+    db.prepare(format!(
+        "UPDATE reconciliation_run SET state = ?2, error = ?3, finished_at = {NOW}, updated_at = {NOW} \
+         WHERE id = ?1"
+    ))
+    .bind(&[int(run_id), text(state), opt_text(error)])?
+    .run()
+    .await?;
+    Ok(())
+}
+
+/// What the delivery table says of one paid invoice.
+#[derive(Debug, Deserialize)]
+pub struct PaidOnRecord {
+    pub id: String,
+    /// Some `invoice.paid` delivery is on record.
+    #[serde(deserialize_with = "flag")]
+    pub on_record: bool,
+    /// The invoice's local status, if it has a row.
+    pub status: Option<String>,
+    /// An `invoice.paid` on record that shipped nothing: dead, or unprocessed for longer
+    /// than the sweeper waits, while the invoice is not paid here.
+    pub stuck_event_id: Option<String>,
+    pub stuck_outcome: Option<String>,
+}
+
+fn flag<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
+    Ok(f64::deserialize(d)? != 0.0)
+}
+
+/// One lookup for a page of the provider's paid invoices.
+pub async fn paid_deliveries_on_record(
+    db: &D1Database,
+    ids: &[&str],
+    stuck_after_seconds: i64,
+) -> Result<Vec<PaidOnRecord>> {
+    let cutoff = format!("-{} seconds", stuck_after_seconds.max(0));
+    db.prepare(
+        "SELECT x.id, x.on_record, x.status, x.stuck_event_id, d.outcome AS stuck_outcome FROM ( \
+           SELECT j.value AS id, \
+             EXISTS (SELECT 1 FROM webhook_delivery w \
+                     WHERE w.resource_id = j.value AND w.event_type = 'invoice.paid') AS on_record, \
+             (SELECT status FROM resource WHERE id = j.value) AS status, \
+             (SELECT w.event_id FROM webhook_delivery w \
+              WHERE w.resource_id = j.value AND w.event_type = 'invoice.paid' \
+                AND (w.outcome = 'dead' OR (w.processed_at IS NULL \
+                     AND w.received_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2))) \
+                AND NOT EXISTS (SELECT 1 FROM resource r WHERE r.id = j.value \
+                                AND r.status IN ('paid', 'overpaid', 'refunded')) \
+              ORDER BY w.received_at LIMIT 1) AS stuck_event_id \
+           FROM json_each(?1) j) x \
+         LEFT JOIN webhook_delivery d ON d.event_id = x.stuck_event_id",
+    )
+    .bind(&[json_list(ids), text(&cutoff)])?
+    .all()
+    .await?
+    .results()
+}
+
+/// What a run found about one invoice.
+pub enum Finding {
+    Missing {
+        invoice_id: String,
+        order_ref: Option<String>,
+        brought_to_paid: bool,
+        status: Option<String>,
+    },
+    Unprocessed {
+        invoice_id: String,
+        order_ref: Option<String>,
+        event_id: String,
+        outcome: Option<String>,
+        status: Option<String>,
+    },
+}
+
+/// A page's findings and the run's progress, in one transaction. The findings' primary key
+/// keeps an invoice from being listed twice in a run.
+pub async fn record_reconciliation_page(
+    db: &D1Database,
+    run_id: i64,
+    cursor: Option<&str>,
+    pages: i64,
+    checked: i64,
+    findings: &[Finding],
+) -> Result<()> {
+    let mut stmts = Vec::with_capacity(findings.len() + 1);
+    for f in findings {
+        let (finding, invoice_id, order_ref, brought, status, event_id, outcome) = match f {
+            Finding::Missing {
+                invoice_id,
+                order_ref,
+                brought_to_paid,
+                status,
+            } => (
+                "missing",
+                invoice_id,
+                order_ref,
+                int(i64::from(*brought_to_paid)),
+                status,
+                None,
+                None,
+            ),
+            Finding::Unprocessed {
+                invoice_id,
+                order_ref,
+                event_id,
+                outcome,
+                status,
+            } => (
+                "unprocessed",
+                invoice_id,
+                order_ref,
+                JsValue::NULL,
+                status,
+                Some(event_id.as_str()),
+                outcome.as_deref(),
+            ),
+        };
+        stmts.push(
+            db.prepare(
+                "INSERT INTO reconciliation_finding \
+                   (run_id, finding, invoice_id, order_ref, brought_to_paid, status, event_id, outcome, seq) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
+                   (SELECT coalesce(max(seq), 0) + 1 FROM reconciliation_finding WHERE run_id = ?1)) \
+                 ON CONFLICT (run_id, finding, invoice_id) DO NOTHING",
+            )
+            .bind(&[
+                int(run_id),
+                text(finding),
+                text(invoice_id),
+                opt_text(order_ref.as_deref()),
+                brought,
+                opt_text(status.as_deref()),
+                opt_text(event_id),
+                opt_text(outcome),
+            ])?,
+        );
+    }
+    stmts.push(
+        db.prepare(format!(
+            "UPDATE reconciliation_run SET cursor = ?2, pages = pages + ?3, checked = checked + ?4, \
+               updated_at = {NOW} WHERE id = ?1"
+        ))
+        .bind(&[int(run_id), opt_text(cursor), int(pages), int(checked)])?,
+    );
+    db.batch(stmts).await?;
+    Ok(())
+}
+
+/// A run's report as far as it got.
+pub struct ReconciliationReport {
+    pub checked: i64,
+    pub pages: i64,
+    pub missing: Vec<serde_json::Value>,
+    pub unprocessed: Vec<serde_json::Value>,
+}
+
+pub async fn reconciliation_report(db: &D1Database, run_id: i64) -> Result<ReconciliationReport> {
+    #[derive(Deserialize)]
+    struct Totals {
+        checked: i64,
+        pages: i64,
+    }
     #[derive(Deserialize)]
     struct Row {
-        id: String,
+        finding: String,
+        invoice_id: String,
+        order_ref: Option<String>,
+        brought_to_paid: Option<i64>,
+        status: Option<String>,
+        event_id: Option<String>,
+        outcome: Option<String>,
     }
-    let rows: Vec<Row> = db
-        .prepare(
-            "SELECT value AS id FROM json_each(?1) WHERE value NOT IN ( \
-               SELECT resource_id FROM webhook_delivery \
-               WHERE event_type = 'invoice.paid' AND resource_id IN (SELECT value FROM json_each(?1)))",
-        )
-        .bind(&[json_list(ids)])?
-        .all()
-        .await?
-        .results()?;
-    Ok(rows.into_iter().map(|r| r.id).collect())
+    let results = db
+        .batch(vec![
+            db.prepare("SELECT checked, pages FROM reconciliation_run WHERE id = ?1")
+                .bind(&[int(run_id)])?,
+            db.prepare(
+                "SELECT finding, invoice_id, order_ref, brought_to_paid, status, event_id, outcome \
+                 FROM reconciliation_finding WHERE run_id = ?1 ORDER BY seq",
+            )
+            .bind(&[int(run_id)])?,
+        ])
+        .await?;
+    let totals = results
+        .first()
+        .map(|r| r.results::<Totals>())
+        .transpose()?
+        .and_then(|v| v.into_iter().next())
+        .ok_or_else(|| worker::Error::RustError("reconciliation run vanished".into()))?;
+    let rows: Vec<Row> = match results.get(1) {
+        Some(r) => r.results()?,
+        None => Vec::new(),
+    };
+    let mut report = ReconciliationReport {
+        checked: totals.checked,
+        pages: totals.pages,
+        missing: Vec::new(),
+        unprocessed: Vec::new(),
+    };
+    for r in rows {
+        if r.finding == "missing" {
+            report.missing.push(serde_json::json!({
+                "id": r.invoice_id,
+                "order_ref": r.order_ref,
+                "brought_to_paid": r.brought_to_paid.unwrap_or(0) != 0,
+                "status": r.status,
+            }));
+        } else {
+            report.unprocessed.push(serde_json::json!({
+                "id": r.invoice_id,
+                "order_ref": r.order_ref,
+                "event_id": r.event_id,
+                "outcome": r.outcome,
+                "status": r.status,
+            }));
+        }
+    }
+    Ok(report)
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -41,13 +41,15 @@ export async function migrate(dir) {
  * Starts the worker. `vars` override wrangler.toml vars and the secrets; `persistDir` reuses
  * state (otherwise a fresh temporary directory is made and removed on close).
  */
-export async function startWorker({ vars = {}, persistDir, port: fixedPort, logLevel = LogLevel.WARN, withoutQueueProducer = false, scriptPath, collectLogs = true } = {}) {
+export async function startWorker({ vars = {}, persistDir, port: fixedPort, logLevel = LogLevel.WARN, withoutQueueProducer = false, scriptPath, collectLogs = true, patch } = {}) {
   const ownDir = !persistDir;
   const dir = persistDir ?? (await mkdtemp(path.join(tmpdir(), "paymos-test-")));
   await migrate(dir);
   const { workerOptions } = unstable_getMiniflareWorkerOptions(path.join(ROOT, "wrangler.toml"));
   // simulates a queue outage: the receiver's send fails after the row is committed
   if (withoutQueueProducer) delete workerOptions.queueProducers;
+  // a test's own changes to what wrangler.toml declares (extra producers, consumer settings)
+  if (patch) patch(workerOptions);
   const port = fixedPort ?? (await freePort());
   // The worker's structured log lines (one JSON object per line), for tests to assert on.
   const logs = [];
@@ -97,6 +99,8 @@ export async function startWorker({ vars = {}, persistDir, port: fixedPort, logL
           ADMIN_TOKEN,
           PAYMOS_API_KEY: "sk_test_sandbox",
           QUEUE_RETRY_BASE_SECONDS: "0",
+          // as .dev.vars: the tests' deliveries are test-mode (livemode: false)
+          PAYMOS_MODE: "test",
           ...vars,
         },
       },

@@ -8,6 +8,7 @@ pub mod ladder;
 pub mod license;
 pub mod machine;
 pub mod signature;
+pub mod standard_webhooks;
 
 pub use envelope::{parse_envelope, split_event_type, Envelope, EnvelopeError};
 pub use ids::{is_valid_event_id, resource_kind_of, ResourceKind};

@@ -114,6 +114,9 @@ impl fmt::Debug for SecretSet {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignatureHeader {
     pub timestamp: i64,
+    /// `t` exactly as it stands in the header: the MAC covers this text, not a
+    /// re-formatted number (a sender that writes `t=01764450000` signed `"01764450000."`).
+    pub timestamp_text: String,
     /// Usable candidates (64 hex chars each); unusable `v1` values are dropped.
     pub v1: Vec<[u8; 32]>,
 }
@@ -124,7 +127,7 @@ impl SignatureHeader {
         if header.len() > MAX_HEADER_LEN {
             return Err(Malformed("header too long"));
         }
-        let mut timestamp: Option<i64> = None;
+        let mut timestamp: Option<(i64, &str)> = None;
         let mut v1 = Vec::new();
         let mut v1_seen = 0usize;
         for element in header.split(',') {
@@ -141,7 +144,8 @@ impl SignatureHeader {
                     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
                         return Err(Malformed("t is not a decimal integer"));
                     }
-                    timestamp = Some(value.parse().map_err(|_| Malformed("t out of range"))?);
+                    let t = value.parse().map_err(|_| Malformed("t out of range"))?;
+                    timestamp = Some((t, value));
                 }
                 "v1" => {
                     v1_seen += 1;
@@ -158,11 +162,15 @@ impl SignatureHeader {
                 _ => {}
             }
         }
-        let timestamp = timestamp.ok_or(Malformed("missing t"))?;
+        let (timestamp, text) = timestamp.ok_or(Malformed("missing t"))?;
         if v1.is_empty() {
             return Err(Malformed("no usable v1"));
         }
-        Ok(SignatureHeader { timestamp, v1 })
+        Ok(SignatureHeader {
+            timestamp,
+            timestamp_text: text.to_owned(),
+            v1,
+        })
     }
 }
 
@@ -175,10 +183,10 @@ pub struct VerifiedSignature {
     pub secret_index: usize,
 }
 
-fn mac(secret: &Secret, timestamp: i64, body: &[u8]) -> [u8; 32] {
+fn mac(secret: &Secret, timestamp_text: &str, body: &[u8]) -> [u8; 32] {
     let mut m = HmacSha256::new_from_slice(secret.expose().as_bytes())
         .expect("HMAC accepts keys of any length");
-    m.update(timestamp.to_string().as_bytes());
+    m.update(timestamp_text.as_bytes());
     m.update(b".");
     m.update(body);
     m.finalize().into_bytes().into()
@@ -186,7 +194,12 @@ fn mac(secret: &Secret, timestamp: i64, body: &[u8]) -> [u8; 32] {
 
 /// Lowercase hex `v1` for `secret`, `timestamp` and the raw `body` bytes.
 pub fn sign(secret: &Secret, timestamp: i64, body: &[u8]) -> String {
-    hex::encode(mac(secret, timestamp, body))
+    sign_text(secret, &timestamp.to_string(), body)
+}
+
+/// [`sign`] over a `t` text as written (e.g. with leading zeros).
+pub fn sign_text(secret: &Secret, timestamp_text: &str, body: &[u8]) -> String {
+    hex::encode(mac(secret, timestamp_text, body))
 }
 
 /// A full header value `t=<t>,v1=<hex>[,v1=<hex>…]`, one `v1` per secret, in order.
@@ -219,7 +232,7 @@ pub fn verify(
         return Err(SignatureError::NoSecretsConfigured);
     }
     for (secret_index, secret) in secrets.secrets().iter().enumerate() {
-        let expected = mac(secret, parsed.timestamp, body);
+        let expected = mac(secret, &parsed.timestamp_text, body);
         for candidate in &parsed.v1 {
             if bool::from(expected.ct_eq(candidate)) {
                 return Ok(VerifiedSignature {
@@ -338,6 +351,39 @@ mod tests {
         assert!(v(&h, NEW).is_ok());
         let h = format!("t={T},v1={V1_NEW},k=a=b");
         assert!(v(&h, NEW).is_ok());
+    }
+
+    /// The MAC covers the `t` text as sent (CONTRACT §1). The expected value was computed
+    /// with Python: hmac.new(b"whsec_test_new_6f1d2a9c", b"01764450000." + body, sha256).
+    #[test]
+    fn leading_zero_timestamp_text_is_what_is_signed() {
+        const V1_ZERO: &str = "2965540a14c0d447a32259318aa012a3222f83c337e0b776799fc1db12524e0e";
+        let ok = verify(
+            Some(&format!("t=01764450000,v1={V1_ZERO}")),
+            BODY.as_bytes(),
+            &set(NEW),
+            T,
+            300,
+        )
+        .unwrap();
+        assert_eq!(ok.timestamp, T);
+        // the re-formatted number's MAC does not verify under the zero-padded text
+        assert_eq!(
+            verify(
+                Some(&format!("t=01764450000,v1={V1_NEW}")),
+                BODY.as_bytes(),
+                &set(NEW),
+                T,
+                300
+            ),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            sign_text(&Secret::new(NEW), "01764450000", BODY.as_bytes()),
+            V1_ZERO
+        );
+        let p = SignatureHeader::parse(&format!("t=01764450000,v1={V1_ZERO}")).unwrap();
+        assert_eq!(p.timestamp_text, "01764450000");
     }
 
     #[test]

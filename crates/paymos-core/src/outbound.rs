@@ -1,0 +1,81 @@
+//! Where the receiver may send credentials (the provider API key, signed effects, alerts).
+//!
+//! CONTRACT §4: a deployed worker sends them only over `https`. Plain `http` is accepted
+//! only for a loopback host, a development value that a deployed worker cannot reach.
+
+/// `true` for an `https://` URL with a host, or an `http://` URL whose host is loopback
+/// (`localhost`, `127.0.0.0/8`, `[::1]`).
+pub fn may_carry_credentials(url: &str) -> bool {
+    if let Some(rest) = url.strip_prefix("https://") {
+        return !host(rest).is_empty();
+    }
+    match url.strip_prefix("http://") {
+        Some(rest) => is_loopback(host(rest)),
+        None => false,
+    }
+}
+
+/// The host of `rest` (what follows `scheme://`), without user info, port or brackets.
+fn host(rest: &str) -> &str {
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    // user info could smuggle a loopback-looking prefix: http://127.0.0.1@evil.example
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.split(':').next().unwrap_or(""),
+    }
+}
+
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Percent-encodes a query value: everything but RFC 3986's unreserved characters, so a
+/// cursor handed back by an API cannot add or change parameters.
+pub fn encode_query_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::encode_query_value;
+    use super::may_carry_credentials as ok;
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(encode_query_value("inv_abc123"), "inv_abc123");
+        assert_eq!(
+            encode_query_value("inv_a&b=c d/é#"),
+            "inv_a%26b%3Dc%20d%2F%C3%A9%23"
+        );
+    }
+
+    #[test]
+    fn https_always_loopback_http_only() {
+        assert!(ok("https://api.paymos.example"));
+        assert!(ok("https://api.paymos.example:8443/v1"));
+        assert!(ok("http://127.0.0.1:8790"));
+        assert!(ok("http://127.3.4.5/x"));
+        assert!(ok("http://localhost:8790/"));
+        assert!(ok("http://[::1]:8790"));
+        assert!(!ok("http://api.paymos.example"));
+        assert!(!ok("http://127.evil.example"));
+        assert!(!ok("http://127.0.0.1@evil.example/"));
+        assert!(!ok("http://10.0.0.1:8790"));
+        assert!(!ok("ftp://127.0.0.1"));
+        assert!(!ok("https://"));
+        assert!(!ok(""));
+        assert!(!ok("127.0.0.1:8790"));
+    }
+}

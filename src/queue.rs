@@ -1,0 +1,107 @@
+//! The deliveries queue: its message, its binding, the one way to send to it, and the
+//! incoming batch read straight from the runtime (workers-rs 0.8 does not expose a
+//! message's `attempts`, which the retry backoff needs).
+
+use serde::{Deserialize, Serialize};
+use wasm_bindgen::{JsCast, JsValue};
+use worker::worker_sys::{Message as MessageSys, MessageBatch as MessageBatchSys};
+use worker::{js_sys, Env};
+
+/// The producer binding for new deliveries (wrangler.toml `[[queues.producers]]`).
+pub const DELIVERIES: &str = "DELIVERIES";
+
+/// What travels on the queue: only the id and the replay generation it was sent for.
+/// The delivery itself is in D1.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryMessage {
+    pub event_id: String,
+    /// `webhook_delivery.generation` when the message was sent. Messages from before
+    /// generations existed have none: they match any generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+}
+
+impl DeliveryMessage {
+    pub fn new(event_id: impl Into<String>, generation: i64) -> Self {
+        DeliveryMessage {
+            event_id: event_id.into(),
+            generation: Some(generation),
+        }
+    }
+}
+
+/// Sends one message. The row it names is already durable: a failed send is logged by the
+/// caller and recovered by the sweeper.
+pub async fn enqueue(env: &Env, message: DeliveryMessage) -> worker::Result<()> {
+    env.queue(DELIVERIES)?.send(message).await
+}
+
+/// Sends many, `sendBatch` 100 at a time (the platform's limit). Returns how many were sent
+/// before the first failure, and that failure.
+pub async fn enqueue_all(
+    env: &Env,
+    messages: Vec<DeliveryMessage>,
+) -> (usize, Option<worker::Error>) {
+    let queue = match env.queue(DELIVERIES) {
+        Ok(q) => q,
+        Err(e) => return (0, Some(e)),
+    };
+    let mut sent = 0;
+    for chunk in messages.chunks(100) {
+        if let Err(e) = queue.send_batch(chunk.to_vec()).await {
+            return (sent, Some(e));
+        }
+        sent += chunk.len();
+    }
+    (sent, None)
+}
+
+/// One message of an incoming batch.
+pub struct Incoming(MessageSys);
+
+impl Incoming {
+    /// The message as a delivery message; `None` for anything else (not ours).
+    pub fn delivery(&self) -> Option<DeliveryMessage> {
+        let body = self.0.body().ok()?;
+        serde_wasm_bindgen::from_value::<DeliveryMessage>(body).ok()
+    }
+
+    /// How many times the queue has delivered this message, this one included (1 the first
+    /// time). Counted by the queue itself, so it keeps growing while D1 is down.
+    pub fn attempts(&self) -> u32 {
+        js_sys::Reflect::get(&self.0, &JsValue::from_str("attempts"))
+            .ok()
+            .and_then(|v| v.as_f64())
+            .filter(|n| n.is_finite() && *n >= 1.0)
+            .map_or(1, |n| n.min(f64::from(u32::MAX)) as u32)
+    }
+
+    pub fn ack(&self) {
+        let _ = self.0.ack();
+    }
+
+    pub fn retry_in(&self, delay_seconds: u32) {
+        let options = js_sys::Object::new();
+        let _ = js_sys::Reflect::set(
+            &options,
+            &JsValue::from_str("delaySeconds"),
+            &JsValue::from_f64(f64::from(delay_seconds)),
+        );
+        let _ = self.0.retry(options.into());
+    }
+}
+
+/// The queue a batch came from, and its messages.
+pub fn read_batch(batch: &MessageBatchSys) -> (String, Vec<Incoming>) {
+    let queue = batch.queue().map(String::from).unwrap_or_default();
+    let messages = batch
+        .messages()
+        .map(|array| {
+            array
+                .iter()
+                .map(|m| Incoming(m.unchecked_into::<MessageSys>()))
+                .collect()
+        })
+        .unwrap_or_default();
+    (queue, messages)
+}
