@@ -7,6 +7,7 @@ pub mod ids;
 pub mod ladder;
 pub mod license;
 pub mod machine;
+pub mod outbound;
 pub mod signature;
 pub mod standard_webhooks;
 
@@ -19,6 +20,6 @@ pub use machine::{
     Guard, Outcome,
 };
 pub use signature::{
-    sign, signature_header, verify, Secret, SecretSet, SignatureError, SignatureHeader,
+    sign, sign_text, signature_header, verify, Secret, SecretSet, SignatureError, SignatureHeader,
     VerifiedSignature, DEFAULT_TOLERANCE_SECONDS,
 };
