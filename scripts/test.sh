@@ -17,7 +17,14 @@ if [ ! -x /usr/bin/chromium ]; then
     exit 1
   fi
 fi
-bash scripts/build.sh
+# `wrangler deploy --dry-run` builds the worker (scripts/build.sh, through [build]) and checks
+# the deploy configuration offline, no account needed: a broken wrangler.toml fails here
+say "build + deploy dry run (wrangler deploy --dry-run, offline)"
+mkdir -p build
+if ! CI=true WRANGLER_SEND_METRICS=false wrangler deploy --dry-run --outdir build/dry-run >build/dry-run.log 2>&1; then
+  cat build/dry-run.log; say "wrangler deploy --dry-run failed"; exit 1
+fi
+grep -E "wasm size|Total Upload" build/dry-run.log || true
 cargo build --release -p paymos-cli
 say "native tests (core crate, paymos CLI)"
 cargo test -p paymos-core -p paymos-cli

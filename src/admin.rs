@@ -56,10 +56,15 @@ pub async fn api(req: Request, env: &Env, path: &str) -> AppResult<Response> {
         (Method::Get, ["resources", id]) => get_resource(env, id).await,
         (Method::Post, ["resources", id, "transition"]) => manual_transition(req, env, id).await,
         (Method::Post, ["reconcile"]) => reconcile_now(req, env).await,
+        (Method::Get, ["reconcile"]) => match reconcile::latest(env).await? {
+            Some(report) => Ok(Response::from_json(&report)?),
+            None => Err(AppError::NotFound),
+        },
         (_, ["deliveries"] | ["deliveries", _] | ["resources", _]) => {
             Err(AppError::MethodNotAllowed("GET"))
         }
-        (_, ["deliveries", _, "replay"] | ["resources", _, "transition"] | ["reconcile"]) => {
+        (_, ["reconcile"]) => Err(AppError::MethodNotAllowed("GET, POST")),
+        (_, ["deliveries", _, "replay"] | ["resources", _, "transition"]) => {
             Err(AppError::MethodNotAllowed("POST"))
         }
         _ => Err(AppError::NotFound),

@@ -19,8 +19,9 @@ use worker::{D1Database, Date, Env, Fetch, Headers, Method, Request, RequestInit
 
 /// How far back a daily (or default manual) run looks: `paid_since` = now − 7 days.
 pub const WINDOW_SECONDS: i64 = 7 * 24 * 3600;
-/// Queries kept back for opening and closing a run (supersede, insert, doubled, finish, report).
-const RESERVE: u32 = 6;
+/// Queries kept back for closing an invocation's share of a run: the doubled-effects query,
+/// the finish write and the report (opening a run is counted when it happens).
+const RESERVE: u32 = 4;
 
 /// Why `run` was called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,7 +129,7 @@ impl Budget {
 pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value>> {
     let db = env.d1("DB")?;
     let mut budget = Budget {
-        limit: budget.max(RESERVE + 3),
+        limit: budget.max(RESERVE + 5),
         used: 0,
     };
     let (run, fresh) = match start {
@@ -179,43 +180,67 @@ pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value
     if final_state != "running" {
         sql::finish_reconciliation(&db, run.id, final_state, error.as_deref()).await?;
     }
-    let doubled = sql::doubled_effects(&db).await?;
-    let report = sql::reconciliation_report(&db, run.id).await?;
-    let truncated = final_state != "done";
+    let report = report(&db, &run, final_state, error.as_deref()).await?;
+    log::line("reconcile", "-", &summary(&report), error.as_deref());
+    Ok(Some(report))
+}
+
+/// The newest run's report, as far as it got (`GET /admin/api/reconcile`); `None` before any.
+pub async fn latest(env: &Env) -> AppResult<Option<Value>> {
+    let db = env.d1("DB")?;
+    let Some(last) = sql::latest_reconciliation(&db).await? else {
+        return Ok(None);
+    };
+    let mut v = report(&db, &last.run, &last.state, last.error.as_deref()).await?;
+    v["started_at"] = json!(last.started_at);
+    v["finished_at"] = json!(last.finished_at);
+    Ok(Some(v))
+}
+
+fn summary(report: &Value) -> String {
+    let n = |k: &str| report[k].as_array().map_or(0, Vec::len);
+    format!(
+        "run {} {}: checked {}, pages {}, missing {}, unprocessed {}, doubled {}",
+        report["run_id"],
+        report["state"].as_str().unwrap_or("-"),
+        report["checked"],
+        report["pages"],
+        n("missing"),
+        n("unprocessed"),
+        n("doubled")
+    )
+}
+
+/// The contract's report `{checked, pages, missing, doubled, truncated, ok}` and more.
+async fn report(
+    db: &D1Database,
+    run: &sql::ReconciliationRun,
+    state: &str,
+    error: Option<&str>,
+) -> AppResult<Value> {
+    let doubled = sql::doubled_effects(db).await?;
+    let found = sql::reconciliation_report(db, run.id).await?;
+    let truncated = state != "done";
     let ok = !truncated
-        && report.missing.is_empty()
-        && report.unprocessed.is_empty()
+        && found.missing.is_empty()
+        && found.unprocessed.is_empty()
         && doubled.is_empty();
-    log::line(
-        "reconcile",
-        "-",
-        &format!(
-            "run {} {final_state}: checked {}, pages {}, missing {}, unprocessed {}, doubled {}",
-            run.id,
-            report.checked,
-            report.pages,
-            report.missing.len(),
-            report.unprocessed.len(),
-            doubled.len()
-        ),
-        error.as_deref(),
-    );
-    Ok(Some(json!({
+    Ok(json!({
         "run_id": run.id,
         "full": run.full_walk != 0,
         "paid_since": run.paid_since,
-        "checked": report.checked,
-        "pages": report.pages,
-        "missing": report.missing,
-        "unprocessed": report.unprocessed,
+        "checked": found.checked,
+        "pages": found.pages,
+        "missing": found.missing,
+        "unprocessed": found.unprocessed,
         "doubled": doubled,
         "truncated": truncated,
         // an unfinished run goes on in the next cron invocation (every 5 minutes)
-        "continues": final_state == "running",
-        "state": final_state,
+        "continues": state == "running",
+        "state": state,
         "error": error,
         "ok": ok,
-    })))
+    }))
 }
 
 #[derive(Default)]
@@ -237,8 +262,10 @@ async fn walk(
     let mut out = Walked::default();
     let mut cursor = run.cursor.clone();
     let stuck_after = config::sweep_after_seconds(env);
-    // one page costs a fetch, a lookup and a progress write, plus one batch per missing invoice
-    while budget.left() >= RESERVE + 3 {
+    // one page costs a fetch, a lookup and a progress write, plus one batch per missing
+    // invoice; a page is entered only with room for at least one of those, so every
+    // invocation moves the cursor
+    while budget.left() >= RESERVE + 4 {
         budget.spend(1);
         let page = match provider.page(cursor.as_deref(), run.paid_since).await {
             Ok(p) => p,
@@ -322,18 +349,10 @@ async fn walk(
         let next_cursor = handled_to.map(str::to_string).or(cursor.clone());
         let page_done = complete;
         budget.spend(1);
-        sql::record_reconciliation_page(
-            db,
-            run.id,
-            next_cursor.as_deref(),
-            i64::from(page_done),
-            checked,
-            &findings,
-        )
-        .await?;
-        if page_done {
-            out.pages += 1;
-        }
+        // `pages` counts the provider pages fetched and handled, a split one each time
+        sql::record_reconciliation_page(db, run.id, next_cursor.as_deref(), 1, checked, &findings)
+            .await?;
+        out.pages += 1;
         cursor = next_cursor;
         if page_done && !page.has_more {
             out.finished = true;

@@ -496,6 +496,50 @@ pub async fn open_reconciliation(db: &D1Database) -> Result<Option<Reconciliatio
     .await
 }
 
+/// The newest run, whatever its state, for `GET /admin/api/reconcile` and the metrics.
+pub struct LatestRun {
+    pub run: ReconciliationRun,
+    pub state: String,
+    pub error: Option<String>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+}
+
+pub async fn latest_reconciliation(db: &D1Database) -> Result<Option<LatestRun>> {
+    #[derive(Deserialize)]
+    struct Row {
+        id: i64,
+        full_walk: i64,
+        paid_since: Option<i64>,
+        cursor: Option<String>,
+        pages: i64,
+        state: String,
+        error: Option<String>,
+        started_at: String,
+        finished_at: Option<String>,
+    }
+    let row: Option<Row> = db
+        .prepare(format!(
+            "SELECT {RUN_COLUMNS}, state, error, started_at, finished_at FROM reconciliation_run \
+             ORDER BY id DESC LIMIT 1"
+        ))
+        .first(None)
+        .await?;
+    Ok(row.map(|r| LatestRun {
+        run: ReconciliationRun {
+            id: r.id,
+            full_walk: r.full_walk,
+            paid_since: r.paid_since,
+            cursor: r.cursor,
+            pages: r.pages,
+        },
+        state: r.state,
+        error: r.error,
+        started_at: r.started_at,
+        finished_at: r.finished_at,
+    }))
+}
+
 /// Opens a new run; any run still open is closed as superseded (its findings stay on record).
 pub async fn start_reconciliation(
     db: &D1Database,

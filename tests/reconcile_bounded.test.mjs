@@ -1,0 +1,211 @@
+// Reconciliation is bounded and honest (CONTRACT §6, issue #10.3): a stuck cursor ends the
+// run truncated, an invoice is never listed twice, the cursor is URL-encoded, daily runs
+// look back 7 days with paid_since, a walk larger than one invocation's budget continues in
+// the next cron invocation, a provider failing part-way still reports what was checked, and
+// an invoice.paid on record but dead is reported separately.
+import { test, before, after, beforeEach } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { startWorker, eventually } from "./helpers/worker.mjs";
+import { deliver, envelope, randomId, admin } from "./helpers/paymos.mjs";
+
+const API_KEY = "sk_test_sandbox";
+/** The provider: paid invoices in id order, 100 a page, with switchable faults. */
+const provider = { invoices: [], mode: "normal", failAfterPages: Infinity, served: 0, requests: [] };
+let server;
+let providerUrl;
+
+function page(url) {
+  const limit = Math.min(Number(url.searchParams.get("limit") ?? 100), 100);
+  const after = url.searchParams.get("starting_after");
+  const since = url.searchParams.get("paid_since");
+  const sorted = provider.invoices.filter((i) => since === null || i.paid_at >= Number(since)).sort((a, b) => (a.id < b.id ? -1 : 1));
+  let from = after ? sorted.findIndex((i) => i.id > after) : 0;
+  if (provider.mode === "stuck") from = 0; // ignores starting_after: the same first page for ever
+  if (provider.mode === "overlap" && after) from = sorted.findIndex((i) => i.id >= after); // repeats the cursor's invoice
+  const data = from < 0 ? [] : sorted.slice(from, from + limit);
+  return { data, has_more: from >= 0 && from + limit < sorted.length };
+}
+
+before(async () => {
+  server = createServer((req, res) => {
+    const url = new URL(req.url, "http://x");
+    provider.requests.push({ query: Object.fromEntries(url.searchParams), keys: [...url.searchParams.keys()] });
+    if (req.headers.authorization !== `Bearer ${API_KEY}`) return res.writeHead(401).end();
+    provider.served += 1;
+    if (provider.served > provider.failAfterPages) return res.writeHead(500).end('{"error":"boom"}');
+    let body = page(url);
+    if (provider.mode === "junk_cursor" && !url.searchParams.get("starting_after")) {
+      // a last id with characters that must be encoded (not an invoice id: not checked)
+      body = { data: [...body.data, { id: "inv_a&b=c d", object: "invoice", status: "paid" }], has_more: true };
+    }
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  providerUrl = `http://127.0.0.1:${server.address().port}`;
+});
+after(() => server?.close());
+beforeEach(() => {
+  Object.assign(provider, { invoices: [], mode: "normal", failAfterPages: Infinity, served: 0, requests: [] });
+});
+
+const now = () => Math.floor(Date.now() / 1000);
+const invoice = (id, paidAt = now() - 3600) => ({ id, object: "invoice", status: "paid", amount: "10.00", currency: "USDT", order_ref: `order_${id.slice(4)}`, paid_at: paidAt });
+const ids = (n) => Array.from({ length: n }, () => randomId("inv_"));
+
+async function withWorker(vars, fn) {
+  const w = await startWorker({ vars: { PAYMOS_API_BASE: providerUrl, PAYMOS_API_KEY: API_KEY, ...vars } });
+  try {
+    return await fn(w);
+  } finally {
+    await w.close();
+  }
+}
+
+test("a stuck cursor ends the run truncated after one repeated page; no invoice is listed twice", async () => {
+  const lost = ids(150);
+  provider.invoices = lost.map((id) => invoice(id));
+  provider.mode = "stuck";
+  await withWorker({}, async (w) => {
+    const r = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.truncated, true);
+    assert.equal(r.json.ok, false);
+    assert.equal(r.json.continues, false, "a stuck walk is over, not to be continued");
+    assert.match(r.json.error, /cursor/);
+    assert.equal(provider.served, 2, "the repeated page is noticed at once, not after 1,000 calls");
+    assert.equal(r.json.checked, 100);
+    const listed = r.json.missing.map((m) => m.id);
+    assert.equal(new Set(listed).size, listed.length, "no id twice");
+    assert.equal(listed.length, 100);
+    for (const m of r.json.missing) assert.deepEqual(Object.keys(m).sort(), ["brought_to_paid", "id", "order_ref", "status"]);
+  });
+});
+
+test("pages that repeat the cursor's invoice: it is checked and listed once", async () => {
+  const lost = ids(250);
+  provider.invoices = lost.map((id) => invoice(id));
+  provider.mode = "overlap";
+  await withWorker({}, async (w) => {
+    const r = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(r.status, 200);
+    const listed = r.json.missing.map((m) => m.id);
+    assert.equal(new Set(listed).size, listed.length, "no id twice");
+    assert.deepEqual([...listed].sort(), [...lost].sort());
+    assert.equal(r.json.truncated, false);
+    assert.equal((await w.db.prepare("SELECT count(*) AS n FROM effect").first()).n, 250, "one fulfilment each");
+  });
+});
+
+test("starting_after is URL-encoded", async () => {
+  provider.invoices = ids(3).map((id) => invoice(id));
+  provider.mode = "junk_cursor";
+  await withWorker({}, async (w) => {
+    await admin(w.url, "POST", "/reconcile", { full: true });
+    const second = provider.requests[1];
+    assert.equal(second.query.starting_after, "inv_a&b=c d", "decoded back to the id as given");
+    assert.deepEqual(second.keys.filter((k) => !["status", "limit", "starting_after"].includes(k)), [], "no parameter smuggled in");
+  });
+});
+
+test("daily and default runs look back 7 days with paid_since; {full:true} walks everything", async () => {
+  const recent = randomId("inv_");
+  const old = randomId("inv_");
+  provider.invoices = [invoice(recent, now() - 2 * 86400), invoice(old, now() - 30 * 86400)];
+  await withWorker({}, async (w) => {
+    const r = await admin(w.url, "POST", "/reconcile");
+    const since = Number(provider.requests[0].query.paid_since);
+    assert.ok(Math.abs(since - (now() - 7 * 86400)) < 120, `paid_since ${since}`);
+    assert.deepEqual(r.json.missing.map((m) => m.id), [recent]);
+    assert.equal(r.json.full, false);
+
+    provider.requests = [];
+    await w.scheduled("17 3 * * *");
+    assert.ok(provider.requests[0].query.paid_since, "the daily cron uses paid_since");
+
+    provider.requests = [];
+    const full = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(provider.requests[0].query.paid_since, undefined);
+    assert.deepEqual(full.json.missing.map((m) => m.id).sort(), [recent, old].sort());
+    assert.equal((await admin(w.url, "POST", "/reconcile", { full: "yes" })).status, 400);
+  });
+});
+
+test("a walk larger than one invocation's budget continues in later cron invocations, each within budget", async () => {
+  const lost = ids(1000);
+  provider.invoices = lost.map((id) => invoice(id));
+  // 60 operations per invocation (the free plan allows 50, the cron gives reconciliation half)
+  await withWorker({ INVOCATION_BUDGET: "60" }, async (w) => {
+    const first = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(first.status, 200);
+    assert.equal(first.json.truncated, true);
+    assert.equal(first.json.continues, true);
+    assert.equal(first.json.ok, false);
+    assert.ok(first.json.checked >= 1 && first.json.checked < 1000, `checked ${first.json.checked}`);
+    assert.ok(first.json.missing.length === first.json.checked, "what was checked is reported");
+    // one page = one fetch + a lookup + a progress write + a transition per missing invoice:
+    // 100 missing invoices a page cannot fit in 60, so pages are split at an invoice
+    let invocations = 1;
+    const perInvocation = [provider.served];
+    for (;;) {
+      const before = provider.served;
+      await w.scheduled("*/5 * * * *");
+      invocations += 1;
+      perInvocation.push(provider.served - before);
+      const latest = (await admin(w.url, "GET", "/reconcile")).json;
+      if (latest.state !== "running") break;
+      assert.ok(invocations < 400, "the walk ends");
+    }
+    // the provider calls of each invocation stay within its budget (30 for a cron's share)
+    assert.ok(perInvocation.every((n) => n >= 1 && n <= 30), JSON.stringify(perInvocation));
+    assert.ok(invocations > 10, "the walk really was split across invocations");
+    const done = (await admin(w.url, "GET", "/reconcile")).json;
+    assert.equal(done.state, "done");
+    assert.equal(done.truncated, false);
+    assert.equal(done.checked, 1000);
+    assert.ok(done.pages >= 10, `pages ${done.pages}: split pages are fetched again from the invoice reached`);
+    const listed = done.missing.map((m) => m.id);
+    assert.equal(new Set(listed).size, 1000);
+    assert.ok(done.missing.every((m) => m.brought_to_paid));
+    assert.equal((await w.db.prepare("SELECT count(*) AS n FROM effect WHERE kind = 'fulfilment'").first()).n, 1000);
+  });
+});
+
+test("the provider failing part-way: truncated, with what was checked", async () => {
+  provider.invoices = ids(250).map((id) => invoice(id));
+  provider.failAfterPages = 1;
+  await withWorker({}, async (w) => {
+    const r = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.truncated, true);
+    assert.equal(r.json.ok, false);
+    assert.equal(r.json.checked, 100);
+    assert.equal(r.json.pages, 1);
+    assert.match(r.json.error, /500/);
+  });
+});
+
+test("a paid invoice whose invoice.paid is on record but dead is reported as unprocessed, not missing", async () => {
+  const inv = randomId("inv_");
+  provider.invoices = [invoice(inv)];
+  await withWorker({}, async (w) => {
+    const env = envelope("invoice.paid", inv);
+    await w.db
+      .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, processed_at, outcome) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'dead')")
+      .bind(env.event_id, inv, env.type, JSON.stringify(env))
+      .run();
+    const r = await admin(w.url, "POST", "/reconcile");
+    assert.deepEqual(r.json.missing, []);
+    assert.equal(r.json.unprocessed.length, 1);
+    assert.equal(r.json.unprocessed[0].id, inv);
+    assert.equal(r.json.unprocessed[0].event_id, env.event_id);
+    assert.equal(r.json.unprocessed[0].outcome, "dead");
+    assert.equal(r.json.ok, false);
+    // replayed and applied: no longer reported
+    await admin(w.url, "POST", `/deliveries/${env.event_id}/replay`);
+    assert.equal((await w.processed(env.event_id)).outcome, "applied");
+    const again = await admin(w.url, "POST", "/reconcile");
+    assert.deepEqual(again.json.unprocessed, []);
+    assert.equal(again.json.ok, true);
+  });
+});
