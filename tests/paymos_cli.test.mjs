@@ -217,6 +217,40 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
   };
 }
 
+/**
+ * A Standard Webhooks signer written here from the specification (node:crypto only),
+ * independent of the Rust one under test: v1,<base64 HMAC-SHA256(key, "<id>.<ts>.<body>")>
+ * where the key is the base64 after "whsec_".
+ */
+function standardWebhooksSign(secret, id, ts, body) {
+  const key = Buffer.from(secret.slice("whsec_".length), "base64");
+  return "v1," + createHmac("sha256", key).update(`${id}.${ts}.`).update(body).digest("base64");
+}
+
+/** Starts `paymos orders` on a free port; resolves with its URL and its stdout so far. */
+async function startOrders(args) {
+  needBin();
+  const port = await freePort();
+  const child = spawn(BIN, ["orders", "--port", String(port), "--quiet", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  children.add(child);
+  const out = { text: "" };
+  child.stdout.on("data", (d) => (out.text += d));
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`paymos orders did not start: ${out.text}`)), 10000);
+    const onData = () => {
+      const m = out.text.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) {
+        clearTimeout(timer);
+        child.stdout.off("data", onData);
+        resolve(m[1]);
+      }
+    };
+    child.stdout.on("data", onData);
+    child.on("exit", (code) => reject(new Error(`paymos orders exited with ${code}: ${out.text}`)));
+  });
+  return { url, out, child };
+}
+
 describe("against the worker", () => {
   test("paymos check: all five idempotency steps pass against the worker, reconciliation included", async () => {
     const { w, sandboxUrl, ADMIN_TOKEN } = await worker();
@@ -303,6 +337,98 @@ describe("against the worker", () => {
 });
 
 describe("without the worker", () => {
+  test("paymos orders: a Standard-Webhooks-signed effect ships once, a copy is dropped, a bad signature is 401", async () => {
+    const secret = "whsec_" + randomBytes(32).toString("base64");
+    const { url, out } = await startOrders(["--secret", secret]);
+    const id = randomId("eff_");
+    const effect = {
+      id,
+      kind: "fulfilment",
+      resource_id: randomId("inv_"),
+      order_ref: "order_1042",
+      license_code: "LC-" + randomBytes(16).toString("hex"),
+      amount: "49.00",
+      currency: "USDT",
+      cause: randomId("evt_"),
+      created_at: new Date().toISOString(),
+    };
+    const body = JSON.stringify(effect);
+    const post = async (sig, { key = id, ts = Math.floor(Date.now() / 1000) } = {}) => {
+      const res = await fetch(`${url}/`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "webhook-id": id,
+          "webhook-timestamp": String(ts),
+          "webhook-signature": sig ?? standardWebhooksSign(secret, id, ts, body),
+          "idempotency-key": key,
+        },
+        body,
+      });
+      return { status: res.status, json: await res.json() };
+    };
+    const first = await post();
+    assert.deepEqual(first, { status: 200, json: { received: true, duplicate: false } });
+    // a retry (signed afresh) is answered 200 but not shipped again
+    const copy = await post();
+    assert.deepEqual(copy, { status: 200, json: { received: true, duplicate: true } });
+    // a rotation list whose matching entry is second
+    const ts = Math.floor(Date.now() / 1000);
+    const rotated = await post(`${standardWebhooksSign("whsec_" + randomBytes(32).toString("base64"), id, ts, body)} ${standardWebhooksSign(secret, id, ts, body)}`, { ts });
+    assert.deepEqual(rotated, { status: 200, json: { received: true, duplicate: true } });
+    // wrong secret, tampered signature, stale timestamp: 401
+    const wrong = await post(standardWebhooksSign("whsec_" + randomBytes(32).toString("base64"), id, ts, body), { ts });
+    assert.equal(wrong.status, 401);
+    assert.equal(wrong.json.error, "signature_mismatch");
+    const stale = await post(undefined, { ts: ts - 3600 });
+    assert.equal(stale.status, 401);
+    const res = await fetch(`${url}/`, { method: "POST", headers: { "content-type": "application/json" }, body });
+    assert.equal(res.status, 401);
+
+    const received = await (await fetch(`${url}/received`)).json();
+    assert.equal(received.shipped.length, 1);
+    assert.deepEqual(
+      (({ id, kind, resource_id, order_ref, license_code }) => ({ id, kind, resource_id, order_ref, license_code }))(received.shipped[0]),
+      (({ id, kind, resource_id, order_ref, license_code }) => ({ id, kind, resource_id, order_ref, license_code }))(effect),
+    );
+    assert.equal(received.requests, 6);
+    assert.equal(received.duplicates, 2);
+    assert.equal(received.rejected, 3);
+    // one line printed per shipped effect
+    const lines = out.text.split("\n").filter((l) => l.startsWith("shipped "));
+    assert.deepEqual(lines, [`shipped ${id} kind=fulfilment resource_id=${effect.resource_id} order_ref=order_1042 license_code=${effect.license_code}`]);
+  });
+
+  test("paymos orders: --fail-first, then /control to hang (the client times out) and to recover", async () => {
+    const secret = "whsec_" + randomBytes(24).toString("base64");
+    const { url } = await startOrders(["--secret", secret, "--fail-first", "2", "--seed", "1"]);
+    const id = randomId("eff_");
+    const body = JSON.stringify({ id, kind: "credit", resource_id: randomId("pcd_"), order_ref: null, license_code: null });
+    const post = async (timeoutMs = 5000) => {
+      const ts = Math.floor(Date.now() / 1000);
+      const res = await fetch(url, {
+        method: "POST",
+        headers: { "webhook-id": id, "webhook-timestamp": String(ts), "webhook-signature": standardWebhooksSign(secret, id, ts, body), "idempotency-key": id },
+        body,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      return res.status;
+    };
+    assert.equal(await post(), 500);
+    assert.equal(await post(), 500);
+    assert.equal(await post(), 200);
+    const control = async (c) => (await fetch(`${url}/control`, { method: "POST", body: JSON.stringify(c) })).json();
+    assert.deepEqual((await control({ hang: true })).mode, { fail_first: 0, fail_rate: 0, hang: true });
+    await assert.rejects(post(500), (e) => e.name === "TimeoutError");
+    assert.equal((await control({ hang: false })).mode.hang, false);
+    assert.equal(await post(), 200);
+    const received = await (await fetch(`${url}/received`)).json();
+    assert.equal(received.shipped.length, 1);
+    assert.equal(received.failed, 2);
+    assert.equal(received.hung, 1);
+    assert.equal(received.duplicates, 1);
+  });
+
   test("paymos check (negative control): a receiver whose door dedupe is broken fails step 2 and exits 1", async (t) => {
     const rx = await startBrokenReceiver();
     t.after(() => rx.close());

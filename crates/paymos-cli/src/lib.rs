@@ -3,7 +3,8 @@
 //!
 //! The library part holds everything that is worth testing without a network: envelope
 //! building, the scaled retry ladder, latency percentiles, URL handling and the sandbox's
-//! invoice paging. The commands themselves (`send`, `deliver`, `check`, `sandbox`, `load`)
+//! invoice paging. The commands themselves (`send`, `deliver`, `check`, `sandbox`, `load`,
+//! `orders`)
 //! live in their own modules and are wired to the command line in `main.rs`.
 
 pub mod check;
@@ -14,6 +15,7 @@ pub mod http;
 pub mod ids;
 pub mod ladder;
 pub mod load;
+pub mod orders;
 pub mod sandbox;
 pub mod stats;
 pub mod urls;

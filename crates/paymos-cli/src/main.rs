@@ -10,7 +10,7 @@ use paymos_cli::envelope::{parse_data_arg, EventSpec};
 use paymos_cli::error::CliError;
 use paymos_cli::http::Admin;
 use paymos_cli::load::{self, LoadOptions, Mode};
-use paymos_cli::{sandbox, urls, DEFAULT_SECRET};
+use paymos_cli::{orders, sandbox, urls, DEFAULT_SECRET};
 use paymos_core::Secret;
 
 #[derive(Parser)]
@@ -29,7 +29,8 @@ use paymos_core::Secret;
         paymos send invoice.paid --to http://127.0.0.1:8787\n  \
         paymos deliver invoice.paid --to http://127.0.0.1:8787 --ladder --time-scale 3600\n  \
         paymos check --to http://127.0.0.1:8787 --admin-token dev-admin-token-change-me --sandbox http://127.0.0.1:8790\n  \
-        paymos load --to http://127.0.0.1:8787 --mode new --concurrency 8 --duration-seconds 10"
+        paymos load --to http://127.0.0.1:8787 --mode new --concurrency 8 --duration-seconds 10\n  \
+        paymos orders --port 8791 --secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw --fail-first 2"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,6 +49,8 @@ enum Command {
     Sandbox(SandboxArgs),
     /// Generate load against a local receiver and report throughput and latency percentiles
     Load(LoadArgs),
+    /// Run a reference order system: receives effects (Standard Webhooks), drops copies, can fail on demand
+    Orders(OrdersArgs),
 }
 
 #[derive(Args)]
@@ -145,6 +148,42 @@ struct SandboxArgs {
     /// part-way through a walk); also POST /sandbox/control
     #[arg(long, value_name = "N")]
     fail_after_pages: Option<u64>,
+}
+
+#[derive(Args)]
+struct OrdersArgs {
+    /// Port on 127.0.0.1 (0 picks a free one; the URL is printed on start)
+    #[arg(long, value_name = "P", default_value_t = orders::DEFAULT_PORT)]
+    port: u16,
+    /// The Standard Webhooks secret effects are signed with: whsec_ + base64 of the key (the receiver's ORDER_SYSTEM_SECRET)
+    #[arg(
+        long,
+        value_name = "S",
+        env = "ORDER_SYSTEM_SECRET",
+        hide_env_values = true
+    )]
+    secret: String,
+    /// Answer 500 to the first N effect requests
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    fail_first: u64,
+    /// Answer 500 to effect requests with probability F (0 to 1), drawn from --seed
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    fail_rate: f64,
+    /// Never answer effect requests (until POST /control {"hang":false}); they are not processed
+    #[arg(long)]
+    hang: bool,
+    /// Seed for --fail-rate (random when absent; printed on start)
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+    /// Accept webhook-timestamp within this many seconds of now
+    #[arg(long, value_name = "N", default_value_t = paymos_core::standard_webhooks::DEFAULT_TOLERANCE_SECONDS)]
+    tolerance_seconds: i64,
+    /// Print each shipped effect as a JSON object instead of a text line
+    #[arg(long)]
+    json: bool,
+    /// Do not log requests to stderr
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -281,6 +320,48 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             use std::io::Write;
             let _ = std::io::stdout().flush();
             sandbox::serve(server, a.api_key, faults, a.quiet);
+            Ok(0)
+        }
+        Command::Orders(a) => {
+            let secret = paymos_core::standard_webhooks::WebhookSecret::parse(&a.secret)
+                .map_err(|e| CliError::usage(format!("--secret: {e}")))?;
+            if !(0.0..=1.0).contains(&a.fail_rate) {
+                return Err(CliError::usage("--fail-rate must be between 0 and 1"));
+            }
+            if a.tolerance_seconds < 1 {
+                return Err(CliError::usage("--tolerance-seconds must be at least 1"));
+            }
+            let seed = a.seed.unwrap_or_else(|| {
+                let mut b = [0u8; 8];
+                getrandom::fill(&mut b).expect("the operating system's RNG is available");
+                u64::from_le_bytes(b)
+            });
+            let failures = orders::Failures {
+                fail_first: a.fail_first,
+                fail_rate: a.fail_rate,
+                hang: a.hang,
+            };
+            let (server, url) = orders::bind(a.port)?;
+            println!("paymos orders listening on {url} (seed {seed})");
+            println!("  POST {url}/   an effect, signed the Standard Webhooks way, Idempotency-Key = its id");
+            println!("  GET  {url}/received   what arrived;   POST {url}/control {{\"fail_first\":N,\"fail_rate\":F,\"hang\":bool}}");
+            if failures != orders::Failures::default() {
+                println!(
+                    "  failing: fail_first {}, fail_rate {}, hang {}",
+                    failures.fail_first, failures.fail_rate, failures.hang
+                );
+            }
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            let system = orders::OrderSystem::new(secret, a.tolerance_seconds, failures, seed);
+            orders::serve(
+                std::sync::Arc::new(server),
+                orders::Shared::new(system),
+                orders::Output {
+                    json: a.json,
+                    quiet: a.quiet,
+                },
+            );
             Ok(0)
         }
         Command::Load(a) => {
