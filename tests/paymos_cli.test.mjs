@@ -121,9 +121,11 @@ async function startSandbox(extraArgs = []) {
  * POST /admin/api/reconcile), processing synchronously, with its state guard intact but its
  * door dedupe deliberately broken: every copy of a delivery is stored as a new row and
  * answered {"received":true,"duplicate":false}. With `dedupe: true` the door works (the
- * control for the control: then check must pass).
+ * control for the control: then check must pass). With `orders: {url, secret}` each
+ * fulfilment is sent there as a Standard Webhooks effect once its order_ref is known; with
+ * `orders.newIdPerAttempt` every effect is sent twice under two fresh ids (a broken outbox).
  */
-async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-token", dedupe = false } = {}) {
+async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-token", dedupe = false, orders } = {}) {
   const deliveries = []; // no unique key on event_id: the broken part
   const resources = new Map();
   const seen = { webhook: 0, admin: [] };
@@ -143,15 +145,36 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
       return got.length === want.length && timingSafeEqual(got, want);
     });
   };
+  const dispatch = async (r, f) => {
+    if (!orders || f.order_ref == null) return;
+    for (let copy = 0; copy < (orders.newIdPerAttempt ? 2 : 1); copy++) {
+      const id = orders.newIdPerAttempt ? randomId("eff_") : f.id;
+      const body = JSON.stringify({ id, kind: "fulfilment", resource_id: r.id, order_ref: f.order_ref, license_code: f.license_code, amount: "49.00", currency: "USDT", cause: f.cause, created_at: f.created_at });
+      const ts = Math.floor(Date.now() / 1000);
+      await fetch(orders.url, {
+        method: "POST",
+        headers: { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(ts), "webhook-signature": standardWebhooksSign(orders.secret, id, ts, body), "idempotency-key": id },
+        body,
+      });
+    }
+  };
   // the guarded transition (intact): paid only once, one fulfilment on first entry
-  const transition = (id, to, cause, orderRef) => {
+  const transition = async (id, to, cause, orderRef) => {
     let r = resources.get(id);
     if (!r) resources.set(id, (r = { id, kind: "invoice", status: "created", effects: [], history: [] }));
     if (to === "paid" && r.status !== "paid") {
       r.status = "paid";
       r.history.push({ state: "paid", cause, at: now() });
-      r.effects.push({ kind: "fulfilment", created_at: now(), order_ref: orderRef ?? null, license_code: randomBytes(16).toString("hex") });
+      const f = { id: randomId("eff_"), kind: "fulfilment", created_at: now(), order_ref: orderRef ?? null, license_code: randomBytes(16).toString("hex"), cause };
+      r.effects.push(f);
+      await dispatch(r, f);
       return true;
+    }
+    // a later event brings the order_ref a fulfilment made by hand was waiting for (§7)
+    const waiting = r.effects.find((e) => e.kind === "fulfilment" && e.order_ref == null);
+    if (waiting && orderRef) {
+      waiting.order_ref = orderRef;
+      await dispatch(r, waiting);
     }
     return false;
   };
@@ -167,16 +190,13 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
       const env = JSON.parse(body.toString("utf8"));
       if (dedupe && deliveries.some((d) => d.event_id === env.event_id)) return reply(res, 200, { received: true, duplicate: true });
       const resourceId = env.data.id;
+      // the row first, synchronously (the dedupe check above and this insert are one step)
+      const row = { event_id: env.event_id, resource_id: resourceId, event_type: env.type, received_at: now(), processed_at: null, outcome: null };
+      deliveries.push(row);
       const existed = resources.get(resourceId)?.status === "paid";
-      const applied = env.type === "invoice.paid" && transition(resourceId, "paid", env.event_id, env.data.order_ref);
-      deliveries.push({
-        event_id: env.event_id,
-        resource_id: resourceId,
-        event_type: env.type,
-        received_at: now(),
-        processed_at: now(),
-        outcome: applied ? "applied" : existed ? "stale" : "ignored",
-      });
+      const applied = env.type === "invoice.paid" && (await transition(resourceId, "paid", env.event_id, env.data.order_ref));
+      row.outcome = applied ? "applied" : existed ? "stale" : "ignored";
+      row.processed_at = now();
       return reply(res, 200, { received: true, duplicate: false });
     }
     if (!url.pathname.startsWith("/admin/api/")) return reply(res, 404, { error: "not_found" });
@@ -198,7 +218,7 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
     }
     if (req.method === "POST" && (m = p.match(/^\/resources\/([^/]+)\/transition$/))) {
       const b = JSON.parse(body.toString("utf8"));
-      const applied = transition(m[1], b.to, b.reason, b.order_ref);
+      const applied = await transition(m[1], b.to, b.reason, b.order_ref);
       return reply(res, 200, { applied, status: resources.get(m[1]).status });
     }
     if (req.method === "POST" && p === "/reconcile") {
@@ -337,6 +357,32 @@ describe("against the worker", () => {
 });
 
 describe("without the worker", () => {
+  test("paymos check --orders: step 6 passes when each fulfilment reaches `paymos orders` once, fails when an outbox mints a new id per attempt", async (t) => {
+    const ordersSecret = "whsec_" + randomBytes(32).toString("base64");
+    const good = await startOrders(["--secret", ordersSecret]);
+    const rx = await startBrokenReceiver({ dedupe: true, orders: { url: good.url, secret: ordersSecret } });
+    t.after(() => rx.close());
+    const r = await paymos(["check", "--to", rx.url, "--admin-token", rx.token, "--orders", good.url, "--timeout-seconds", "5", "--json"]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.deepEqual(r.json.steps.map((s) => [s.step, s.pass]), [[1, true], [2, true], [3, true], [4, true], [5, true], [6, true]]);
+    const s6 = r.json.steps[5];
+    assert.equal(s6.evidence.invoices.length, 3);
+    assert.deepEqual(Object.values(s6.evidence.shipped_per_invoice), [1, 1, 1]);
+    // step 4's fulfilment was made by hand without an order_ref and shipped only once it was known
+    const received = await (await fetch(`${good.url}/received`)).json();
+    assert.equal(received.shipped.length, 3);
+    assert.ok(received.shipped.every((x) => /^order_check_/.test(x.order_ref)));
+
+    const other = await startOrders(["--secret", ordersSecret]);
+    const broken = await startBrokenReceiver({ dedupe: true, orders: { url: other.url, secret: ordersSecret, newIdPerAttempt: true } });
+    t.after(() => broken.close());
+    const b = await paymos(["check", "--to", broken.url, "--admin-token", broken.token, "--orders", other.url, "--timeout-seconds", "5"]);
+    assert.equal(b.code, 1, b.stdout + b.stderr);
+    assert.match(b.stdout, /^\[FAIL\] step 6: the order system received each fulfilment exactly once/m);
+    assert.match(b.stdout, /why: inv_\w+ was shipped 2 times \(effect ids eff_\w+, eff_\w+\)/);
+    assert.match(b.stdout, /^FAIL: 1 of 6 steps failed \(step 6\)$/m);
+  });
+
   test("paymos orders: a Standard-Webhooks-signed effect ships once, a copy is dropped, a bad signature is 401", async () => {
     const secret = "whsec_" + randomBytes(32).toString("base64");
     const { url, out } = await startOrders(["--secret", secret]);

@@ -22,6 +22,8 @@ pub struct CheckOptions {
     pub admin: Admin,
     pub secret: Secret,
     pub sandbox: Option<String>,
+    /// A `paymos orders` (the receiver's ORDER_SYSTEM_URL): adds step 6.
+    pub orders: Option<String>,
     pub timeout: Duration,
     pub json: bool,
 }
@@ -85,6 +87,7 @@ fn ensure(cond: bool, msg: impl FnOnce() -> String) -> StepResult {
 struct State {
     step1: Option<(Built, String, Value)>, // envelope, license code, effects
     paid_invoices: Vec<(String, String)>,  // (invoice id, order_ref) the check paid
+    extra_paid: Option<(String, String)>,  // step 5's invoice, once brought to paid
 }
 
 struct Checker<'a> {
@@ -540,8 +543,144 @@ fn step5(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     ensure(f.len() == 1, || {
         format!("{extra} has {} fulfilments, expected exactly 1", f.len())
     })?;
+    s.extra_paid = Some((extra, order_ref));
     Ok(())
 }
+
+/// One invoice the check paid, as the receiver records its fulfilment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpectedShipment {
+    pub resource_id: String,
+    pub order_ref: String,
+    pub license_code: Option<String>,
+}
+
+/// Step 6's judgement over `GET /received` of a `paymos orders`: each expected invoice's
+/// fulfilment shipped exactly once, with the receiver's license code and the order_ref.
+/// `Ok(None)`: everything is there; `Ok(Some(waiting))`: some have not arrived yet (poll
+/// again); `Err`: shipped twice, or with the wrong license code or order_ref.
+pub fn judge_shipments(
+    expected: &[ExpectedShipment],
+    received: &Value,
+    ev: &mut Map<String, Value>,
+) -> Result<Option<Vec<String>>, String> {
+    let shipped = received["shipped"].as_array().cloned().unwrap_or_default();
+    let mut waiting = Vec::new();
+    let mut per_invoice = Map::new();
+    let mut problems = Vec::new();
+    for e in expected {
+        let mine: Vec<&Value> = shipped
+            .iter()
+            .filter(|x| x["resource_id"] == e.resource_id.as_str() && x["kind"] == "fulfilment")
+            .collect();
+        per_invoice.insert(e.resource_id.clone(), json!(mine.len()));
+        match mine.as_slice() {
+            [] => waiting.push(e.resource_id.clone()),
+            [one] => {
+                if one["order_ref"] != e.order_ref.as_str() {
+                    problems.push(format!(
+                        "{} shipped with order_ref {}, expected {}",
+                        e.resource_id, one["order_ref"], e.order_ref
+                    ));
+                }
+                if let Some(code) = &e.license_code {
+                    if one["license_code"] != code.as_str() {
+                        problems.push(format!(
+                            "{} shipped with license code {}, the receiver recorded {code}",
+                            e.resource_id, one["license_code"]
+                        ));
+                    }
+                }
+            }
+            many => problems.push(format!(
+                "{} was shipped {} times (effect ids {}): the order system could not drop the copies",
+                e.resource_id,
+                many.len(),
+                many.iter()
+                    .map(|x| x["id"].as_str().unwrap_or("?"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+    ev.insert("shipped_per_invoice".into(), Value::Object(per_invoice));
+    for k in ["requests", "duplicates", "rejected", "invalid", "failed"] {
+        if let Some(v) = received.get(k) {
+            ev.insert(format!("orders_{k}"), v.clone());
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    Ok((!waiting.is_empty()).then_some(waiting))
+}
+
+fn step6(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
+    let orders = c.o.orders.as_deref().unwrap_or_default();
+    let mut expected = Vec::new();
+    for (id, order_ref) in s.paid_invoices.iter().chain(s.extra_paid.iter()) {
+        let license_code = c
+            .resource(id)
+            .ok()
+            .and_then(|r| fulfilments(&r).first().cloned())
+            .and_then(|f| f["license_code"].as_str().map(str::to_string));
+        expected.push(ExpectedShipment {
+            resource_id: id.clone(),
+            order_ref: order_ref.clone(),
+            license_code,
+        });
+    }
+    ev.put(
+        "invoices",
+        expected
+            .iter()
+            .map(|e| e.resource_id.clone())
+            .collect::<Vec<_>>(),
+    );
+    ensure(!expected.is_empty(), || {
+        "needs invoices paid by the earlier steps, and none was".into()
+    })?;
+    let url = format!("{}/received", orders.trim_end_matches('/'));
+    let started = Instant::now();
+    let deadline = started + c.o.timeout;
+    loop {
+        let r = c
+            .agent
+            .get(&url)
+            .call()
+            .map_err(|e| match e {
+                ureq::Error::Status(code, _) => format!("GET {url} answered {code}"),
+                ureq::Error::Transport(t) => http::transport_error(&url, &t).to_string(),
+            })?
+            .into_string()
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        let received: Value = serde_json::from_str(&r)
+            .map_err(|_| format!("GET {url} did not answer JSON: is it a `paymos orders`?"))?;
+        match judge_shipments(&expected, &received, &mut ev.0)? {
+            None => {
+                ev.put("all_arrived_ms", ms(started.elapsed()));
+                return Ok(());
+            }
+            Some(waiting) if Instant::now() > deadline => {
+                let rejected = received["rejected"].as_u64().unwrap_or(0);
+                return Err(format!(
+                    "not shipped within {} s: {}{}",
+                    c.o.timeout.as_secs(),
+                    waiting.join(", "),
+                    if rejected > 0 {
+                        format!(" (the order system refused {rejected} requests with 401: do the receiver's ORDER_SYSTEM_SECRET and the order system's --secret agree?)")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            Some(_) => thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+pub const STEP6_NAME: &str =
+    "the order system received each fulfilment exactly once, with its license code and order_ref";
 
 pub const STEP_NAMES: [&str; 5] = [
     "a fresh invoice.paid is processed once, with exactly one fulfilment",
@@ -560,8 +699,11 @@ pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
         agent: http::agent(Duration::from_secs(30)),
     };
     let mut state = State::default();
-    let steps: [fn(&Checker, &mut State, &mut Ev) -> StepResult; 5] =
-        [step1, step2, step3, step4, step5];
+    let mut steps: Vec<fn(&Checker, &mut State, &mut Ev) -> StepResult> =
+        vec![step1, step2, step3, step4, step5];
+    if o.orders.is_some() {
+        steps.push(step6);
+    }
     if !o.json {
         println!(
             "paymos check: deliveries to {}, admin API at {}",
@@ -580,7 +722,7 @@ pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
             name: if partial {
                 STEP5_PARTIAL_NAME
             } else {
-                STEP_NAMES[i]
+                STEP_NAMES.get(i).copied().unwrap_or(STEP6_NAME)
             },
             pass: result.is_ok(),
             not_proved: partial.then_some(STEP5_NOT_PROVED),
@@ -708,6 +850,65 @@ mod tests {
         assert!(
             s.contains("but step 5 was PARTIAL: this proved nothing about missing invoices"),
             "{s}"
+        );
+    }
+
+    fn exp(id: &str, order_ref: &str, code: &str) -> ExpectedShipment {
+        ExpectedShipment {
+            resource_id: id.into(),
+            order_ref: order_ref.into(),
+            license_code: Some(code.into()),
+        }
+    }
+
+    fn shipped(eff: &str, id: &str, order_ref: &str, code: &str) -> Value {
+        json!({ "id": eff, "kind": "fulfilment", "resource_id": id, "order_ref": order_ref, "license_code": code })
+    }
+
+    #[test]
+    fn step6_judges_what_the_order_system_received() {
+        let expected = [exp("inv_a", "o_a", "LA"), exp("inv_b", "o_b", "LB")];
+        let mut ev = Map::new();
+        // one still on its way: poll again
+        let partial = json!({ "shipped": [shipped("eff_1", "inv_a", "o_a", "LA")], "requests": 1, "duplicates": 0 });
+        assert_eq!(
+            judge_shipments(&expected, &partial, &mut ev),
+            Ok(Some(vec!["inv_b".to_string()]))
+        );
+        assert_eq!(ev["shipped_per_invoice"], json!({"inv_a": 1, "inv_b": 0}));
+        // both, once each (a revocation or another invoice's fulfilment is not counted)
+        let all = json!({ "shipped": [
+            shipped("eff_1", "inv_a", "o_a", "LA"),
+            shipped("eff_2", "inv_b", "o_b", "LB"),
+            shipped("eff_3", "inv_c", "o_c", "LC"),
+            { "id": "eff_4", "kind": "revocation", "resource_id": "inv_a" },
+        ], "duplicates": 3 });
+        assert_eq!(judge_shipments(&expected, &all, &mut ev), Ok(None));
+        assert_eq!(ev["orders_duplicates"], 3);
+        // shipped twice under two effect ids: the order system could not tell
+        let twice = json!({ "shipped": [
+            shipped("eff_1", "inv_a", "o_a", "LA"),
+            shipped("eff_9", "inv_a", "o_a", "LA"),
+            shipped("eff_2", "inv_b", "o_b", "LB"),
+        ] });
+        let e = judge_shipments(&expected, &twice, &mut ev).unwrap_err();
+        assert!(
+            e.contains("inv_a was shipped 2 times (effect ids eff_1, eff_9)"),
+            "{e}"
+        );
+        // wrong order_ref or license code
+        let wrong = json!({ "shipped": [
+            shipped("eff_1", "inv_a", "o_x", "LA"),
+            shipped("eff_2", "inv_b", "o_b", "LX"),
+        ] });
+        let e = judge_shipments(&expected, &wrong, &mut ev).unwrap_err();
+        assert!(
+            e.contains("inv_a shipped with order_ref \"o_x\", expected o_a"),
+            "{e}"
+        );
+        assert!(
+            e.contains("inv_b shipped with license code \"LX\", the receiver recorded LB"),
+            "{e}"
         );
     }
 

@@ -121,6 +121,9 @@ struct CheckArgs {
     /// The `paymos sandbox` the receiver reconciles against (its PAYMOS_API_BASE); without it step 5 is partial
     #[arg(long, value_name = "URL")]
     sandbox: Option<String>,
+    /// The `paymos orders` the receiver delivers effects to (its ORDER_SYSTEM_URL): adds step 6, each fulfilment shipped exactly once
+    #[arg(long, value_name = "URL")]
+    orders: Option<String>,
     /// Print one JSON report: {"steps":[{"step","name","pass","evidence"}],"pass"}
     #[arg(long)]
     json: bool,
@@ -286,6 +289,11 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 .as_deref()
                 .map(|s| urls::parse("--sandbox", s).map(|u| urls::base(&u)))
                 .transpose()?;
+            let orders = a
+                .orders
+                .as_deref()
+                .map(|s| urls::parse("--orders", s).map(|u| urls::base(&u)))
+                .transpose()?;
             if a.timeout_seconds == 0 {
                 return Err(CliError::usage("--timeout-seconds must be at least 1"));
             }
@@ -294,6 +302,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 admin: Admin::new(urls::admin_base(&to), a.admin_token),
                 secret: secret_arg(&a.secret)?,
                 sandbox,
+                orders,
                 timeout: Duration::from_secs(a.timeout_seconds),
                 json: a.json,
             })
