@@ -5,7 +5,7 @@ use crate::queue::{self, DeliveryMessage};
 use crate::sql::{self, DeliveryFilter, DeliveryRow};
 use crate::transition::{self, Change};
 use crate::{config, reconcile};
-use paymos_core::{is_valid_event_id, resource_kind_of};
+use paymos_core::{is_valid_event_id, resource_kind_of, state_of, CauseKind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -124,14 +124,15 @@ fn delivery_json(d: DeliveryRow) -> Value {
     v
 }
 
-fn status_condition(status: &str) -> AppResult<&'static str> {
+/// A status filter: `received`, `processed`, or an outcome (the statement reads it).
+fn status_filter(status: &str) -> AppResult<&'static str> {
     Ok(match status {
-        "received" => "processed_at IS NULL",
-        "processed" => "outcome IN ('applied', 'ignored')",
-        "applied" => "outcome = 'applied'",
-        "ignored" => "outcome = 'ignored'",
-        "stale" => "outcome = 'stale'",
-        "dead" => "outcome = 'dead'",
+        "received" => "received",
+        "processed" => "processed",
+        "applied" => "applied",
+        "ignored" => "ignored",
+        "stale" => "stale",
+        "dead" => "dead",
         _ => {
             return Err(AppError::BadRequest(
                 "invalid_status",
@@ -158,7 +159,7 @@ async fn list_deliveries(req: &Request, env: &Env) -> AppResult<Response> {
         match k.as_ref() {
             "type" => event_type = Some(v),
             "resource_id" => resource_id = Some(v),
-            "status" => status = Some(status_condition(&v)?),
+            "status" => status = Some(status_filter(&v)?),
             "cursor" => cursor = Some(v),
             "limit" => {
                 limit = v
@@ -187,13 +188,13 @@ async fn list_deliveries(req: &Request, env: &Env) -> AppResult<Response> {
             Some((at, id))
         }
     };
-    let db = env.d1("DB")?;
+    let db = sql::database(env)?;
     let mut rows = sql::list_deliveries(
         &db,
         &DeliveryFilter {
             event_type: event_type.as_deref(),
             resource_id: resource_id.as_deref(),
-            status_condition: status,
+            status,
             after,
             limit,
         },
@@ -214,7 +215,7 @@ async fn list_deliveries(req: &Request, env: &Env) -> AppResult<Response> {
 }
 
 async fn get_delivery(env: &Env, id: &str) -> AppResult<Response> {
-    let db = env.d1("DB")?;
+    let db = sql::database(env)?;
     let row = sql::load_delivery(&db, id)
         .await?
         .ok_or(AppError::NotFound)?;
@@ -222,7 +223,7 @@ async fn get_delivery(env: &Env, id: &str) -> AppResult<Response> {
 }
 
 async fn replay(env: &Env, id: &str) -> AppResult<Response> {
-    let db = env.d1("DB")?;
+    let db = sql::database(env)?;
     let generation = sql::reset_for_replay(&db, id)
         .await?
         .ok_or(AppError::NotFound)?;
@@ -240,7 +241,7 @@ async fn replay(env: &Env, id: &str) -> AppResult<Response> {
 }
 
 async fn get_resource(env: &Env, id: &str) -> AppResult<Response> {
-    let db = env.d1("DB")?;
+    let db = sql::database(env)?;
     let resource = sql::load_resource(&db, id)
         .await?
         .ok_or(AppError::NotFound)?;
@@ -307,23 +308,29 @@ async fn manual_transition(mut req: Request, env: &Env, id: &str) -> AppResult<R
     let order_ref = optional_field(body.order_ref.as_deref(), "order_ref")?;
     let amount = optional_field(body.amount.as_deref(), "amount")?;
     let currency = optional_field(body.currency.as_deref(), "currency")?;
-    let db = env.d1("DB")?;
+    let to = state_of(kind, body.to.trim()).ok_or_else(|| {
+        AppError::BadRequest(
+            "invalid_state",
+            format!("`{}` is not a state of a {}", body.to.trim(), kind.as_str()),
+        )
+    })?;
+    let db = sql::database(env)?;
     let result = transition::apply(
         &db,
         &Change {
             resource_id: id,
             kind,
-            to: &body.to,
+            to,
             order_ref,
             amount,
             currency,
-            cause_kind: "manual",
+            cause_kind: CauseKind::Manual,
             cause: reason,
             delivery: None,
         },
     )
     .await?;
     Ok(Response::from_json(
-        &json!({ "applied": result.applied != 0, "status": result.status }),
+        &json!({ "applied": result.applied, "status": result.status }),
     )?)
 }

@@ -6,7 +6,7 @@ use crate::queue::{self, DeliveryMessage, Incoming};
 use crate::transition::{self, Change};
 use crate::{log, sql};
 use paymos_core::ladder::consumer_retry_delay;
-use paymos_core::{is_valid_event_id, machine, parse_envelope};
+use paymos_core::{is_valid_event_id, machine, parse_envelope, CauseKind, Outcome};
 use worker::{D1Database, Date, Env};
 
 /// Why a delivery was processed without changing anything, on record in `reason`.
@@ -16,7 +16,7 @@ pub const UNKNOWN_EVENT_TYPE: &str = "unknown_event_type";
 /// What processing one delivery came to.
 #[derive(Debug, PartialEq)]
 pub enum Processed {
-    Outcome(String),
+    Outcome(Outcome),
     /// Ignored, with the reason on record.
     Ignored(&'static str),
     AlreadyProcessed,
@@ -52,21 +52,29 @@ pub async fn process_delivery(db: &D1Database, event_id: &str, mode: Mode) -> Ap
             order_ref: envelope.data_str("order_ref"),
             amount: envelope.data_str("amount"),
             currency: envelope.data_str("currency"),
-            cause_kind: "event",
+            cause_kind: CauseKind::Event,
             cause: event_id,
             delivery: Some(event_id),
         },
     )
     .await?;
-    Ok(Processed::Outcome(
-        result.outcome.unwrap_or_else(|| "stale".into()),
-    ))
+    Ok(Processed::Outcome(result.outcome.unwrap_or(Outcome::Stale)))
 }
 
 /// A batch from the deliveries queue or its dead-letter queue, message by message: one that
 /// is not ours, or fails, must not hold back the rest.
 pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> worker::Result<()> {
-    let db = env.d1("DB")?;
+    let db = match sql::database(env) {
+        Ok(db) => db,
+        Err(e) => {
+            // no database binding: nothing can be processed; the queue retries the batch
+            log::line("consume", "-", "error", Some(&e.0));
+            for m in &messages {
+                m.retry_in(config::retry_base_seconds(env).max(1));
+            }
+            return Ok(());
+        }
+    };
     let dead_letter = queue_name == config::dead_letter_queue(env);
     let base = config::retry_base_seconds(env);
     let mode = config::mode(env);
@@ -97,7 +105,7 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
                     message.ack();
                 }
                 Err(e) => {
-                    log::line("dead_letter", &event_id, "error", Some(&e.to_string()));
+                    log::line("dead_letter", &event_id, "error", Some(&e.0));
                     message.retry_in(base.max(1));
                 }
             }
@@ -149,7 +157,7 @@ const SWEEP_MILLIS: u64 = 20_000;
 /// spent, or `budget` (D1 queries + subrequests this sweep may use) is; each chunk costs one
 /// claim query and one send.
 pub async fn sweep(env: &Env, budget: u32) -> AppResult<usize> {
-    let db = env.d1("DB")?;
+    let db = sql::database(env)?;
     let started = Date::now().as_millis();
     let older_than = config::sweep_after_seconds(env);
     let max_chunks = (budget / 2).max(1);

@@ -92,9 +92,17 @@ impl AppError {
     }
 }
 
+/// A runtime failure that is not the database's (reading headers, building a reply): 500.
+/// D1 failures arrive as `DbError` and are 503.
 impl From<worker::Error> for AppError {
     fn from(e: worker::Error) -> Self {
-        AppError::Database(e.to_string())
+        AppError::Internal(e.to_string())
+    }
+}
+
+impl From<crate::sql::DbError> for AppError {
+    fn from(e: crate::sql::DbError) -> Self {
+        AppError::Database(e.0)
     }
 }
 

@@ -86,7 +86,7 @@ async fn handle(mut req: Request, env: &Env, header_id: Option<&str>) -> AppResu
     let text = std::str::from_utf8(&body)
         .map_err(|_| AppError::Envelope(paymos_core::EnvelopeError::NotJson))?;
 
-    let db = env.d1("DB")?;
+    let db = sql::database(env)?;
     let inserted = sql::insert_delivery(&db, &envelope, text).await?;
     let mut enqueue_error = None;
     if inserted {

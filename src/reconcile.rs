@@ -12,7 +12,7 @@
 use crate::error::{AppError, AppResult};
 use crate::transition::{self, Change};
 use crate::{config, log, sql};
-use paymos_core::ResourceKind;
+use paymos_core::{CauseKind, ResourceKind, State};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use worker::{D1Database, Date, Env, Fetch, Headers, Method, Request, RequestInit};
@@ -127,7 +127,7 @@ impl Budget {
 /// Runs (or continues) reconciliation within `budget` D1 queries + subrequests and returns
 /// its report; `None` when asked only to continue and no run is open.
 pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value>> {
-    let db = env.d1("DB")?;
+    let db = sql::database(env)?;
     let mut budget = Budget {
         limit: budget.max(RESERVE + 5),
         used: 0,
@@ -187,7 +187,7 @@ pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value
 
 /// The newest run's report, as far as it got (`GET /admin/api/reconcile`); `None` before any.
 pub async fn latest(env: &Env) -> AppResult<Option<Value>> {
-    let db = env.d1("DB")?;
+    let db = sql::database(env)?;
     let Some(last) = sql::latest_reconciliation(&db).await? else {
         return Ok(None);
     };
@@ -316,11 +316,11 @@ async fn walk(
                     &Change {
                         resource_id: &invoice.id,
                         kind: ResourceKind::Invoice,
-                        to: "paid",
+                        to: State::Paid,
                         order_ref: invoice.order_ref.as_deref(),
                         amount: invoice.amount.as_deref(),
                         currency: invoice.currency.as_deref(),
-                        cause_kind: "reconciliation",
+                        cause_kind: CauseKind::Reconciliation,
                         cause: "paid at the provider, no invoice.paid delivery on record",
                         delivery: None,
                     },
@@ -329,8 +329,8 @@ async fn walk(
                 findings.push(sql::Finding::Missing {
                     invoice_id: invoice.id.clone(),
                     order_ref: invoice.order_ref.clone(),
-                    brought_to_paid: result.applied != 0,
-                    status: result.status,
+                    brought_to_paid: result.applied,
+                    status: result.status.map(|s| s.as_str().to_string()),
                 });
             } else if let Some(r) = looked_up.filter(|r| r.stuck_event_id.is_some()) {
                 findings.push(sql::Finding::Unprocessed {

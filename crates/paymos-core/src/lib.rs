@@ -9,6 +9,7 @@ pub mod license;
 pub mod machine;
 pub mod outbound;
 pub mod signature;
+pub mod statements;
 pub mod standard_webhooks;
 
 pub use envelope::{parse_envelope, split_event_type, Envelope, EnvelopeError};
@@ -16,8 +17,8 @@ pub use ids::{is_valid_event_id, resource_kind_of, ResourceKind};
 pub use ladder::{offset_of_attempt, ATTEMPT_OFFSETS_SECONDS, ATTEMPT_TIMEOUT_SECONDS};
 pub use license::license_code;
 pub use machine::{
-    decide, decide_event, effect_on_entry, guard, states, target_state, Decision, EffectKind,
-    Guard, Outcome,
+    decide, decide_event, effect_on_entry, guard, plan, state_of, states, target_state, CauseKind,
+    Decision, EffectKind, EffectPlan, Guard, Outcome, State, TransitionPlan,
 };
 pub use signature::{
     sign, sign_text, signature_header, verify, Secret, SecretSet, SignatureError, SignatureHeader,

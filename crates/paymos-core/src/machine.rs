@@ -84,16 +84,102 @@ impl EffectKind {
     }
 }
 
+/// Every state a resource can be in, across the three kinds (CONTRACT §3). Which states
+/// belong to which kind is [`states`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Created,
+    Confirming,
+    PartiallyPaid,
+    Paid,
+    Overpaid,
+    Expired,
+    Failed,
+    Refunded,
+    Processing,
+    Completed,
+    Pending,
+    Confirmed,
+}
+
+impl State {
+    pub const ALL: [State; 12] = [
+        State::Created,
+        State::Confirming,
+        State::PartiallyPaid,
+        State::Paid,
+        State::Overpaid,
+        State::Expired,
+        State::Failed,
+        State::Refunded,
+        State::Processing,
+        State::Completed,
+        State::Pending,
+        State::Confirmed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Created => "created",
+            State::Confirming => "confirming",
+            State::PartiallyPaid => "partially_paid",
+            State::Paid => "paid",
+            State::Overpaid => "overpaid",
+            State::Expired => "expired",
+            State::Failed => "failed",
+            State::Refunded => "refunded",
+            State::Processing => "processing",
+            State::Completed => "completed",
+            State::Pending => "pending",
+            State::Confirmed => "confirmed",
+        }
+    }
+
+    /// Inverse of [`State::as_str`] (a stored `status` column, an operator's target).
+    pub fn from_str_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What caused a transition (`resource_transition.cause_kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CauseKind {
+    /// A delivery: the cause is its `evt_` id.
+    Event,
+    /// An operator: the cause is the reason typed.
+    Manual,
+    /// The reconciliation job.
+    Reconciliation,
+}
+
+impl CauseKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CauseKind::Event => "event",
+            CauseKind::Manual => "manual",
+            CauseKind::Reconciliation => "reconciliation",
+        }
+    }
+}
+
 /// From which states entering a given state is allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Guard {
     /// Allowed when the resource has no row yet.
     pub from_unknown: bool,
-    pub from: &'static [&'static str],
+    pub from: &'static [State],
 }
 
 impl Guard {
-    pub fn allows(&self, current: Option<&str>) -> bool {
+    pub fn allows(&self, current: Option<State>) -> bool {
         match current {
             None => self.from_unknown,
             Some(s) => self.from.contains(&s),
@@ -101,7 +187,7 @@ impl Guard {
     }
 }
 
-const fn g(from: &'static [&'static str]) -> Guard {
+const fn g(from: &'static [State]) -> Guard {
     Guard {
         from_unknown: true,
         from,
@@ -110,84 +196,76 @@ const fn g(from: &'static [&'static str]) -> Guard {
 
 // ---- tables -------------------------------------------------------------
 
-const INVOICE_STATES: &[&str] = &[
-    "created",
-    "confirming",
-    "partially_paid",
-    "paid",
-    "overpaid",
-    "expired",
-    "failed",
-    "refunded",
+use State::*;
+
+const INVOICE_STATES: &[State] = &[
+    Created,
+    Confirming,
+    PartiallyPaid,
+    Paid,
+    Overpaid,
+    Expired,
+    Failed,
+    Refunded,
 ];
-const WITHDRAWAL_STATES: &[&str] = &["created", "processing", "completed", "failed"];
-const DEPOSIT_STATES: &[&str] = &["pending", "confirmed", "failed"];
+const WITHDRAWAL_STATES: &[State] = &[Created, Processing, Completed, Failed];
+const DEPOSIT_STATES: &[State] = &[Pending, Confirmed, Failed];
 
 /// Payable again after expiry/failure: a late payment still counts.
-const INVOICE_PAYABLE_FROM: &[&str] = &[
-    "created",
-    "confirming",
-    "partially_paid",
-    "expired",
-    "failed",
-];
-const INVOICE_OPEN: &[&str] = &["created", "confirming", "partially_paid"];
+const INVOICE_PAYABLE_FROM: &[State] = &[Created, Confirming, PartiallyPaid, Expired, Failed];
+const INVOICE_OPEN: &[State] = &[Created, Confirming, PartiallyPaid];
 
 /// (state entered, guard), per kind.
-const INVOICE_GUARDS: &[(&str, Guard)] = &[
-    ("created", g(&[])),
-    ("confirming", g(&["created", "partially_paid"])),
-    ("partially_paid", g(&["created", "confirming"])),
-    ("paid", g(INVOICE_PAYABLE_FROM)),
-    ("overpaid", g(INVOICE_PAYABLE_FROM)),
-    ("expired", g(INVOICE_OPEN)),
-    ("failed", g(INVOICE_OPEN)),
-    ("refunded", g(&["paid", "overpaid"])),
+const INVOICE_GUARDS: &[(State, Guard)] = &[
+    (Created, g(&[])),
+    (Confirming, g(&[Created, PartiallyPaid])),
+    (PartiallyPaid, g(&[Created, Confirming])),
+    (Paid, g(INVOICE_PAYABLE_FROM)),
+    (Overpaid, g(INVOICE_PAYABLE_FROM)),
+    (Expired, g(INVOICE_OPEN)),
+    (Failed, g(INVOICE_OPEN)),
+    (Refunded, g(&[Paid, Overpaid])),
 ];
-const WITHDRAWAL_GUARDS: &[(&str, Guard)] = &[
-    ("created", g(&[])),
-    ("processing", g(&["created"])),
-    ("completed", g(&["created", "processing"])),
-    ("failed", g(&["created", "processing"])),
+const WITHDRAWAL_GUARDS: &[(State, Guard)] = &[
+    (Created, g(&[])),
+    (Processing, g(&[Created])),
+    (Completed, g(&[Created, Processing])),
+    (Failed, g(&[Created, Processing])),
 ];
-const DEPOSIT_GUARDS: &[(&str, Guard)] = &[
-    ("pending", g(&[])),
-    ("confirmed", g(&["pending"])),
-    ("failed", g(&["pending"])),
+const DEPOSIT_GUARDS: &[(State, Guard)] = &[
+    (Pending, g(&[])),
+    (Confirmed, g(&[Pending])),
+    (Failed, g(&[Pending])),
 ];
 
 /// Known event types and the state each one enters.
-const EVENTS: &[(&str, ResourceKind, &str)] = &[
-    ("invoice.created", ResourceKind::Invoice, "created"),
-    ("invoice.confirming", ResourceKind::Invoice, "confirming"),
+const EVENTS: &[(&str, ResourceKind, State)] = &[
+    ("invoice.created", ResourceKind::Invoice, Created),
+    ("invoice.confirming", ResourceKind::Invoice, Confirming),
     (
         "invoice.partially_paid",
         ResourceKind::Invoice,
-        "partially_paid",
+        PartiallyPaid,
     ),
-    ("invoice.paid", ResourceKind::Invoice, "paid"),
-    ("invoice.overpaid", ResourceKind::Invoice, "overpaid"),
-    ("invoice.expired", ResourceKind::Invoice, "expired"),
-    ("invoice.failed", ResourceKind::Invoice, "failed"),
-    ("invoice.refunded", ResourceKind::Invoice, "refunded"),
-    ("withdrawal.created", ResourceKind::Withdrawal, "created"),
+    ("invoice.paid", ResourceKind::Invoice, Paid),
+    ("invoice.overpaid", ResourceKind::Invoice, Overpaid),
+    ("invoice.expired", ResourceKind::Invoice, Expired),
+    ("invoice.failed", ResourceKind::Invoice, Failed),
+    ("invoice.refunded", ResourceKind::Invoice, Refunded),
+    ("withdrawal.created", ResourceKind::Withdrawal, Created),
     (
         "withdrawal.processing",
         ResourceKind::Withdrawal,
-        "processing",
+        Processing,
     ),
-    (
-        "withdrawal.completed",
-        ResourceKind::Withdrawal,
-        "completed",
-    ),
-    ("withdrawal.failed", ResourceKind::Withdrawal, "failed"),
-    ("deposit.pending", ResourceKind::Deposit, "pending"),
-    ("deposit.confirmed", ResourceKind::Deposit, "confirmed"),
-    ("deposit.failed", ResourceKind::Deposit, "failed"),
+    ("withdrawal.completed", ResourceKind::Withdrawal, Completed),
+    ("withdrawal.failed", ResourceKind::Withdrawal, Failed),
+    ("deposit.pending", ResourceKind::Deposit, Pending),
+    ("deposit.confirmed", ResourceKind::Deposit, Confirmed),
+    ("deposit.failed", ResourceKind::Deposit, Failed),
 ];
 
-fn guards(kind: ResourceKind) -> &'static [(&'static str, Guard)] {
+fn guards(kind: ResourceKind) -> &'static [(State, Guard)] {
     match kind {
         ResourceKind::Invoice => INVOICE_GUARDS,
         ResourceKind::Withdrawal => WITHDRAWAL_GUARDS,
@@ -198,7 +276,7 @@ fn guards(kind: ResourceKind) -> &'static [(&'static str, Guard)] {
 // ---- queries ------------------------------------------------------------
 
 /// The resource kind and state a known event type enters; `None` if unknown.
-pub fn target_state(event_type: &str) -> Option<(ResourceKind, &'static str)> {
+pub fn target_state(event_type: &str) -> Option<(ResourceKind, State)> {
     EVENTS
         .iter()
         .find(|(t, _, _)| *t == event_type)
@@ -211,7 +289,7 @@ pub fn known_event_types() -> impl Iterator<Item = &'static str> {
 }
 
 /// All states of a kind.
-pub fn states(kind: ResourceKind) -> &'static [&'static str] {
+pub fn states(kind: ResourceKind) -> &'static [State] {
     match kind {
         ResourceKind::Invoice => INVOICE_STATES,
         ResourceKind::Withdrawal => WITHDRAWAL_STATES,
@@ -219,8 +297,13 @@ pub fn states(kind: ResourceKind) -> &'static [&'static str] {
     }
 }
 
+/// A state of `kind` by name; `None` if `kind` has no such state.
+pub fn state_of(kind: ResourceKind, name: &str) -> Option<State> {
+    State::from_str_name(name).filter(|s| states(kind).contains(s))
+}
+
 /// The guard for entering `to`; `None` if `to` is not a state of `kind`.
-pub fn guard(kind: ResourceKind, to: &str) -> Option<Guard> {
+pub fn guard(kind: ResourceKind, to: State) -> Option<Guard> {
     guards(kind)
         .iter()
         .find(|(s, _)| *s == to)
@@ -229,17 +312,100 @@ pub fn guard(kind: ResourceKind, to: &str) -> Option<Guard> {
 
 /// The once-only effect entering `to` from `from` triggers. Legality is not
 /// checked here (see [`decide`]); the DB's unique constraint enforces "once".
-pub fn effect_on_entry(kind: ResourceKind, from: Option<&str>, to: &str) -> Option<EffectKind> {
+pub fn effect_on_entry(kind: ResourceKind, from: Option<State>, to: State) -> Option<EffectKind> {
     match (kind, to) {
-        (ResourceKind::Invoice, "paid" | "overpaid") => Some(EffectKind::Fulfilment),
+        (ResourceKind::Invoice, Paid | Overpaid) => Some(EffectKind::Fulfilment),
         // From an unknown resource there was no fulfilment to revoke.
-        (ResourceKind::Invoice, "refunded") => match from {
-            Some("paid" | "overpaid") => Some(EffectKind::Revocation),
+        (ResourceKind::Invoice, Refunded) => match from {
+            Some(Paid | Overpaid) => Some(EffectKind::Revocation),
             _ => None,
         },
-        (ResourceKind::Withdrawal, "completed") => Some(EffectKind::Settlement),
-        (ResourceKind::Deposit, "confirmed") => Some(EffectKind::Credit),
+        (ResourceKind::Withdrawal, Completed) => Some(EffectKind::Settlement),
+        (ResourceKind::Deposit, Confirmed) => Some(EffectKind::Credit),
         _ => None,
+    }
+}
+
+/// Another effect that must already exist for `effect` to be recorded: a revocation revokes
+/// a fulfilment, and there is nothing to revoke without one (e.g. an invoice marked paid
+/// before fulfilments existed, or refunded on first sight).
+pub fn effect_requires(effect: EffectKind) -> Option<EffectKind> {
+    match effect {
+        EffectKind::Revocation => Some(EffectKind::Fulfilment),
+        _ => None,
+    }
+}
+
+/// The effect a transition into `to` may record, and from which previous states: what the
+/// transaction checks in SQL against the state its guarded write actually replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectPlan {
+    pub kind: EffectKind,
+    /// Previous states that trigger it.
+    pub from: Vec<State>,
+    /// Whether entering from no row (a first-seen resource) triggers it.
+    pub from_unknown: bool,
+    /// An effect that must already exist (a revocation needs a fulfilment).
+    pub requires: Option<EffectKind>,
+}
+
+/// Everything one guarded transition into `to` needs, independent of the current state
+/// (which only the transaction knows): the guard and the effect plan. The Worker turns it
+/// into one D1 batch; the simulator runs the same batch on SQLite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransitionPlan {
+    pub kind: ResourceKind,
+    pub to: State,
+    pub guard: Guard,
+    pub effect: Option<EffectPlan>,
+}
+
+/// The plan for entering `to`; `None` if `to` is not a state of `kind`.
+pub fn plan(kind: ResourceKind, to: State) -> Option<TransitionPlan> {
+    let guard = guard(kind, to)?;
+    let mut effect: Option<EffectPlan> = None;
+    let candidates = std::iter::once(None).chain(states(kind).iter().map(|s| Some(*s)));
+    for from in candidates {
+        if let Some(kind_of_effect) = effect_on_entry(kind, from, to) {
+            let p = effect.get_or_insert_with(|| EffectPlan {
+                kind: kind_of_effect,
+                from: Vec::new(),
+                from_unknown: false,
+                requires: effect_requires(kind_of_effect),
+            });
+            match from {
+                None => p.from_unknown = true,
+                Some(s) => p.from.push(s),
+            }
+        }
+    }
+    Some(TransitionPlan {
+        kind,
+        to,
+        guard,
+        effect,
+    })
+}
+
+impl TransitionPlan {
+    /// What the plan does from `current`, given which effects already exist: the decision
+    /// the SQL batch reaches, computed without SQL (the simulator's oracle).
+    pub fn decide(&self, current: Option<State>, existing: &[EffectKind]) -> Decision {
+        if !self.guard.allows(current) {
+            return Decision::Stale;
+        }
+        let effect = self.effect.as_ref().and_then(|e| {
+            let triggered = match current {
+                None => e.from_unknown,
+                Some(s) => e.from.contains(&s),
+            };
+            let satisfied = e.requires.is_none_or(|r| existing.contains(&r));
+            (triggered && satisfied && !existing.contains(&e.kind)).then_some(e.kind)
+        });
+        Decision::Apply {
+            to: self.to,
+            effect,
+        }
     }
 }
 
@@ -247,7 +413,7 @@ pub fn effect_on_entry(kind: ResourceKind, from: Option<&str>, to: &str) -> Opti
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     Apply {
-        to: &'static str,
+        to: State,
         effect: Option<EffectKind>,
     },
     /// Refused by the guard: record, change nothing.
@@ -267,10 +433,11 @@ impl Decision {
     }
 }
 
-/// Guarded transition of a `kind` resource currently in `current` (`None`: no row).
-/// Used for webhooks, operators and reconciliation alike.
-pub fn decide(kind: ResourceKind, current: Option<&str>, to: &str) -> Decision {
-    let Some(&(to, guard)) = guards(kind).iter().find(|(s, _)| *s == to) else {
+/// Guarded transition of a `kind` resource currently in `current` (`None`: no row), by the
+/// tables alone (effects not yet recorded). Used for webhooks, operators and reconciliation
+/// alike; [`TransitionPlan::decide`] adds what already exists.
+pub fn decide(kind: ResourceKind, current: Option<State>, to: State) -> Decision {
+    let Some(guard) = guard(kind, to) else {
         return Decision::Ignored;
     };
     if guard.allows(current) {
@@ -284,7 +451,7 @@ pub fn decide(kind: ResourceKind, current: Option<&str>, to: &str) -> Decision {
 }
 
 /// [`decide`] for an event type; unknown types are `Ignored`.
-pub fn decide_event(current: Option<&str>, event_type: &str) -> Decision {
+pub fn decide_event(current: Option<State>, event_type: &str) -> Decision {
     match target_state(event_type) {
         Some((kind, to)) => decide(kind, current, to),
         None => Decision::Ignored,
@@ -348,7 +515,7 @@ mod tests {
     ];
     const DEPOSIT_EVENTS: &[&str] = &["deposit.pending", "deposit.confirmed", "deposit.failed"];
 
-    fn expected(cell: &str, to: &'static str) -> Decision {
+    fn expected(cell: &str, to: State) -> Decision {
         let effect = match cell {
             "." => return Decision::Stale,
             "A" => None,
@@ -364,15 +531,19 @@ mod tests {
     /// Checks every (row × event) cell, and that the grid covers every state.
     fn check_grid(kind: ResourceKind, grid: &[(&str, &str)], events: &[&str]) -> usize {
         let rows: Vec<&str> = grid.iter().skip(1).map(|(r, _)| *r).collect();
+        let names: Vec<&str> = states(kind).iter().map(|s| s.as_str()).collect();
         assert_eq!(
-            rows,
-            states(kind),
+            rows, names,
             "grid rows must be exactly the states of {kind:?}"
         );
         assert_eq!(grid[0].0, "-");
         let mut cells = 0;
         for (row, line) in grid {
-            let current = if *row == "-" { None } else { Some(*row) };
+            let current = if *row == "-" {
+                None
+            } else {
+                Some(state_of(kind, row).unwrap())
+            };
             let row_cells: Vec<&str> = line.split_whitespace().collect();
             assert_eq!(row_cells.len(), events.len(), "row {row}");
             for (cell, event) in row_cells.iter().zip(events) {
@@ -381,6 +552,18 @@ mod tests {
                 let want = expected(cell, to);
                 assert_eq!(decide_event(current, event), want, "{row} × {event}");
                 assert_eq!(decide(kind, current, to), want, "{row} × {to}");
+                // The plan the SQL batch runs reaches the same decision (a revocation needs
+                // the fulfilment it revokes to exist).
+                let existing: &[EffectKind] = if *cell == "R" {
+                    &[EffectKind::Fulfilment]
+                } else {
+                    &[]
+                };
+                assert_eq!(
+                    plan(kind, to).unwrap().decide(current, existing),
+                    want,
+                    "plan: {row} × {to}"
+                );
                 // The guard table agrees with the decision.
                 assert_eq!(
                     guard(kind, to).unwrap().allows(current),
@@ -424,7 +607,11 @@ mod tests {
             let (kind, to) = target_state(e).unwrap();
             let (cat, action) = e.split_once('.').unwrap();
             assert_eq!(kind.as_str(), cat);
-            assert_eq!(to, action, "each event enters the state of the same name");
+            assert_eq!(
+                to.as_str(),
+                action,
+                "each event enters the state of the same name"
+            );
             assert!(states(kind).contains(&to));
         }
         // Every state is entered by exactly one event.
@@ -432,7 +619,7 @@ mod tests {
             for s in states(kind) {
                 let n = all
                     .iter()
-                    .filter(|e| target_state(e) == Some((kind, s)))
+                    .filter(|e| target_state(e) == Some((kind, *s)))
                     .count();
                 assert_eq!(n, 1, "{kind:?} {s}");
             }
@@ -454,30 +641,29 @@ mod tests {
         ] {
             assert_eq!(target_state(e), None, "{e:?}");
             assert_eq!(decide_event(None, e), Decision::Ignored);
-            assert_eq!(decide_event(Some("created"), e), Decision::Ignored);
+            assert_eq!(decide_event(Some(Created), e), Decision::Ignored);
         }
     }
 
     #[test]
     fn foreign_states_ignored_or_stale() {
         // `to` not of this kind: ignored.
-        assert_eq!(decide(Withdrawal, None, "paid"), Decision::Ignored);
-        assert_eq!(
-            decide(Deposit, Some("pending"), "completed"),
-            Decision::Ignored
-        );
-        assert_eq!(decide(Invoice, None, "confirmed"), Decision::Ignored);
-        assert_eq!(guard(Invoice, "pending"), None);
-        assert_eq!(guard(Deposit, "created"), None);
+        assert_eq!(decide(Withdrawal, None, Paid), Decision::Ignored);
+        assert_eq!(decide(Deposit, Some(Pending), Completed), Decision::Ignored);
+        assert_eq!(decide(Invoice, None, Confirmed), Decision::Ignored);
+        assert_eq!(guard(Invoice, Pending), None);
+        assert_eq!(guard(Deposit, Created), None);
+        assert_eq!(plan(Deposit, Created), None);
+        assert_eq!(state_of(Deposit, "created"), None);
+        assert_eq!(state_of(Invoice, "partially_paid"), Some(PartiallyPaid));
         // A current state that is not of this kind allows nothing.
-        assert_eq!(decide(Invoice, Some("processing"), "paid"), Decision::Stale);
-        assert_eq!(decide(Invoice, Some(""), "paid"), Decision::Stale);
+        assert_eq!(decide(Invoice, Some(Processing), Paid), Decision::Stale);
     }
 
     #[test]
     fn guard_tables_are_consistent() {
         for kind in ResourceKind::ALL {
-            let names: Vec<&str> = guards(kind).iter().map(|(s, _)| *s).collect();
+            let names: Vec<State> = guards(kind).iter().map(|(s, _)| *s).collect();
             assert_eq!(names, states(kind));
             for (to, g) in guards(kind) {
                 assert!(g.from_unknown, "first-seen resources accept any event");
@@ -488,70 +674,64 @@ mod tests {
             }
         }
         assert_eq!(
-            guard(Invoice, "paid"),
+            guard(Invoice, Paid),
             Some(Guard {
                 from_unknown: true,
-                from: &[
-                    "created",
-                    "confirming",
-                    "partially_paid",
-                    "expired",
-                    "failed"
-                ]
+                from: &[Created, Confirming, PartiallyPaid, Expired, Failed]
             })
         );
-        assert_eq!(guard(Invoice, "created").unwrap().from, &[] as &[&str]);
+        assert_eq!(guard(Invoice, Created).unwrap().from, &[] as &[State]);
     }
 
     #[test]
     fn effects() {
         use EffectKind::*;
-        assert_eq!(effect_on_entry(Invoice, None, "paid"), Some(Fulfilment));
+        assert_eq!(effect_on_entry(Invoice, None, Paid), Some(Fulfilment));
         assert_eq!(
-            effect_on_entry(Invoice, Some("expired"), "overpaid"),
+            effect_on_entry(Invoice, Some(Expired), Overpaid),
             Some(Fulfilment)
         );
         assert_eq!(
-            effect_on_entry(Invoice, Some("paid"), "refunded"),
+            effect_on_entry(Invoice, Some(Paid), Refunded),
             Some(Revocation)
         );
         assert_eq!(
-            effect_on_entry(Invoice, Some("overpaid"), "refunded"),
+            effect_on_entry(Invoice, Some(Overpaid), Refunded),
             Some(Revocation)
         );
-        assert_eq!(effect_on_entry(Invoice, None, "refunded"), None);
-        assert_eq!(effect_on_entry(Invoice, Some("created"), "refunded"), None);
-        assert_eq!(effect_on_entry(Invoice, None, "created"), None);
+        assert_eq!(effect_on_entry(Invoice, None, Refunded), None);
+        assert_eq!(effect_on_entry(Invoice, Some(Created), Refunded), None);
+        assert_eq!(effect_on_entry(Invoice, None, Created), None);
         assert_eq!(
-            effect_on_entry(Withdrawal, None, "completed"),
+            effect_on_entry(Withdrawal, None, Completed),
             Some(Settlement)
         );
-        assert_eq!(effect_on_entry(Withdrawal, None, "failed"), None);
+        assert_eq!(effect_on_entry(Withdrawal, None, Failed), None);
         assert_eq!(
-            effect_on_entry(Deposit, Some("pending"), "confirmed"),
+            effect_on_entry(Deposit, Some(Pending), Confirmed),
             Some(Credit)
         );
-        assert_eq!(effect_on_entry(Deposit, None, "failed"), None);
+        assert_eq!(effect_on_entry(Deposit, None, Failed), None);
         // Kinds do not leak into each other.
-        assert_eq!(effect_on_entry(Withdrawal, None, "paid"), None);
-        assert_eq!(effect_on_entry(Deposit, None, "completed"), None);
+        assert_eq!(effect_on_entry(Withdrawal, None, Paid), None);
+        assert_eq!(effect_on_entry(Deposit, None, Completed), None);
     }
 
     #[test]
     fn fan_out_duplicate_is_stale() {
         // Two endpoints deliver invoice.paid under different evt_ ids.
-        let first = decide_event(Some("created"), "invoice.paid");
+        let first = decide_event(Some(Created), "invoice.paid");
         assert_eq!(
             first,
             Decision::Apply {
-                to: "paid",
+                to: Paid,
                 effect: Some(EffectKind::Fulfilment)
             }
         );
-        assert_eq!(decide_event(Some("paid"), "invoice.paid"), Decision::Stale);
+        assert_eq!(decide_event(Some(Paid), "invoice.paid"), Decision::Stale);
         // Out of order: confirming after paid.
         assert_eq!(
-            decide_event(Some("paid"), "invoice.confirming"),
+            decide_event(Some(Paid), "invoice.confirming"),
             Decision::Stale
         );
     }
@@ -580,7 +760,7 @@ mod tests {
         assert_eq!(Decision::Ignored.outcome(), Outcome::Ignored);
         assert_eq!(
             Decision::Apply {
-                to: "paid",
+                to: Paid,
                 effect: None
             }
             .outcome(),
