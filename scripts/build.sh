@@ -11,6 +11,9 @@ export WASM_OPT_BIN="$ROOT/node_modules/.bin/wasm-opt"
 [ -x "$WASM_OPT_BIN" ] || { say "node_modules/.bin/wasm-opt is missing: run scripts/setup.sh"; exit 1; }
 if [ -x node_modules/esbuild/bin/esbuild ]; then export ESBUILD_BIN="$ROOT/node_modules/esbuild/bin/esbuild"; fi
 export PAYMOS_BUILD_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# the operators' page (public/, Workers Static Assets) reads the event types and each resource
+# kind's states from the core: public/admin/machine.json, generated here, never committed
+cargo run -q -p paymos-core --example machine_json -- public/admin/machine.json
 worker-build --release
 raw=$(stat -c %s build/index_bg.wasm)
 gz=$(gzip -9 -c build/index_bg.wasm | wc -c)

@@ -2,7 +2,6 @@
 //! pure core (`paymos-core`), D1 and the queue.
 
 mod admin;
-mod admin_page;
 mod config;
 mod consume;
 mod error;
@@ -42,9 +41,6 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         p if p.starts_with("/admin/api/") => {
             let sub = &p["/admin/api/".len()..];
             admin_reply(admin::api(req, &env, sub).await)
-        }
-        p if p == "/admin" || p.starts_with("/admin/") => {
-            admin_reply(admin_page::serve(req, &env, p).await)
         }
         _ => AppError::NotFound.into_response(),
     }

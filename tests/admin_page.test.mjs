@@ -1,12 +1,13 @@
-// The operators' page at /admin, driven in headless Chromium (Debian's /usr/bin/chromium through
-// playwright-core) against the built worker in Miniflare: sign-in, the delivery archive with
+// The operators' page at /admin (Workers Static Assets from public/, not the Worker), driven in
+// headless Chromium (Debian's /usr/bin/chromium through playwright-core) against the built
+// worker in Miniflare: the API-off notice, sign-in, the delivery archive with
 // filters and cursor paging past 100 rows, a resource's history and effects, replaying a dead
 // delivery, reconciliation against a stub provider API, escaping of hostile values, the
 // security headers, phone width. Screenshots go to tests/artifacts/admin_page/ (git-ignored).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
-import { mkdir } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { chromium } from "playwright-core";
 import { startWorker, eventually, ADMIN_TOKEN, ROOT } from "./helpers/worker.mjs";
@@ -205,24 +206,55 @@ after(async () => {
   await provider?.close();
 });
 
-test("the page is a static shell with strict security headers", async () => {
+const SECURITY_HEADERS = {
+  "content-security-policy": CSP,
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+  "cross-origin-opener-policy": "same-origin",
+  "cross-origin-resource-policy": "same-origin",
+  "permissions-policy": "camera=(), microphone=(), geolocation=(), payment=()",
+};
+
+function assertSecurityHeaders(res, p) {
+  for (const [k, v] of Object.entries(SECURITY_HEADERS)) assert.equal(res.headers.get(k), v, `${p}: ${k}`);
+}
+
+test("the page is static assets (public/, not the wasm) with strict security headers from public/_headers", async () => {
   for (const [p, type] of [
-    ["/admin", "text/html"],
-    ["/admin/", "text/html"],
-    ["/admin/admin.css", "text/css"],
-    ["/admin/admin.js", "text/javascript"],
+    ["/admin", "text/html; charset=utf-8"],
+    ["/admin/admin.css", "text/css; charset=utf-8"],
+    ["/admin/admin.js", "text/javascript; charset=utf-8"],
+    ["/admin/machine.json", "application/json"],
   ]) {
     const res = await fetch(`${w.url}${p}`);
     assert.equal(res.status, 200, p);
-    assert.match(res.headers.get("content-type"), new RegExp(`^${type}; charset=utf-8$`), p);
-    assert.equal(res.headers.get("content-security-policy"), CSP, p);
-    assert.equal(res.headers.get("x-content-type-options"), "nosniff", p);
-    assert.equal(res.headers.get("referrer-policy"), "no-referrer", p);
-    assert.equal(res.headers.get("cache-control"), "no-store", p);
+    assert.equal(res.headers.get("content-type"), type, p);
+    assertSecurityHeaders(res, p);
+    // served by Workers Static Assets: an ETag, revalidated on every load (a deploy is seen at once)
+    assert.match(res.headers.get("etag") ?? "", /^"[0-9a-f]+"$/, `${p}: etag`);
+    assert.match(res.headers.get("cache-control") ?? "", /max-age=0, must-revalidate/, p);
     assert.equal(res.headers.get("set-cookie"), null, p);
     await res.arrayBuffer();
   }
+  // the wasm holds none of it: the Worker's own routes end at /admin/api
+  const wasm = await readFile(path.join(ROOT, "build/index_bg.wasm"));
+  for (const marker of ["Skip to content", "paymos-admin-token", "table.data"]) {
+    assert.equal(wasm.includes(Buffer.from(marker)), false, `the wasm does not carry "${marker}"`);
+  }
+  // /admin/ and /admin/index.html redirect to /admin (html_handling = "drop-trailing-slash")
+  for (const p of ["/admin/", "/admin/index.html"]) {
+    const res = await fetch(`${w.url}${p}`, { redirect: "manual" });
+    assert.equal(res.status, 307, p);
+    assert.equal(res.headers.get("location"), "/admin", p);
+    await res.arrayBuffer();
+  }
+  // the event types and states come from the core (scripts/build.sh writes machine.json)
+  const machine = await (await fetch(`${w.url}/admin/machine.json`)).json();
+  assert.ok(machine.event_types.includes("invoice.paid") && machine.event_types.includes("deposit.failed"));
+  assert.deepEqual(machine.states.withdrawal, ["created", "processing", "completed", "failed"]);
   const html = await (await fetch(`${w.url}/admin`)).text();
+  assert.ok(!html.includes("invoice.partially_paid"), "no event type typed out in the HTML");
   // no data, no token, no inline script, style or handler; nothing from other origins
   assert.ok(!html.includes("evt_") && !html.includes(ADMIN_TOKEN), "the shell carries no data");
   assert.doesNotMatch(html, /<script(?![^>]*\ssrc=)[^>]*>/i, "no inline script");
@@ -235,11 +267,19 @@ test("the page is a static shell with strict security headers", async () => {
   const head = await fetch(`${w.url}/admin`, { method: "HEAD" });
   assert.equal(head.status, 200);
   assert.equal(head.headers.get("content-security-policy"), CSP);
-  assert.equal((await fetch(`${w.url}/admin/nope`)).status, 404);
+  // the _headers file itself is not served; an unknown path under /admin reaches the Worker: 404
+  for (const p of ["/_headers", "/admin/nope"]) {
+    const res = await fetch(`${w.url}${p}`);
+    assert.equal(res.status, 404, p);
+    await res.arrayBuffer();
+  }
   const post = await fetch(`${w.url}/admin`, { method: "POST" });
   assert.equal(post.status, 405);
-  // the API behind it still wants the token
-  assert.equal((await fetch(`${w.url}/admin/api/deliveries`)).status, 401);
+  await post.arrayBuffer();
+  // the API behind it still wants the token, and is never cached
+  const unauth = await fetch(`${w.url}/admin/api/deliveries`);
+  assert.equal(unauth.status, 401);
+  assert.equal(unauth.headers.get("cache-control"), "no-store");
   // a cross-site write is refused even with the token
   const cross = await fetch(`${w.url}/admin/api/reconcile`, {
     method: "POST",
@@ -248,16 +288,35 @@ test("the page is a static shell with strict security headers", async () => {
   assert.equal(cross.status, 403);
 });
 
-test("with ADMIN_TOKEN unset (empty) the page and the API are 404", async () => {
+test("with ADMIN_TOKEN unset (empty) the static page says the API is off, and every API call is 404", async () => {
   const off = await startWorker({ vars: { ADMIN_TOKEN: "" } });
+  const offPage = await context.newPage();
   try {
-    for (const p of ["/admin", "/admin/", "/admin/admin.js", "/admin/admin.css", "/admin/api/deliveries"]) {
-      const res = await fetch(`${off.url}${p}`, { headers: { authorization: "Bearer " } });
-      assert.equal(res.status, 404, p);
-      assert.equal(res.headers.get("content-security-policy"), null, p);
-      await res.arrayBuffer();
+    for (const p of ["/admin/api/deliveries", "/admin/api/metrics", "/admin/api/resources/inv_x"]) {
+      for (const auth of ["Bearer ", `Bearer ${ADMIN_TOKEN}`]) {
+        const res = await fetch(`${off.url}${p}`, { headers: { authorization: auth } });
+        assert.equal(res.status, 404, p);
+        await res.arrayBuffer();
+      }
     }
+    // the shell is a static file: served, with its headers, and empty
+    const res = await fetch(`${off.url}/admin`);
+    assert.equal(res.status, 200);
+    assertSecurityHeaders(res, "/admin");
+    await res.arrayBuffer();
+    await offPage.goto(`${off.url}/admin`);
+    await offPage.waitForSelector("#api-off:not([hidden])");
+    assert.equal(await offPage.locator("#api-off-title").textContent(), "The admin API is off (ADMIN_TOKEN unset)");
+    assert.equal(await offPage.isVisible("#sign-in"), false);
+    assert.equal(await offPage.isVisible("#app"), false);
+    await offPage.screenshot({ path: path.join(ARTIFACTS, "desktop-api-off.png") });
+    // a token kept from before (the secret was removed since) changes nothing
+    await offPage.evaluate((t) => sessionStorage.setItem("paymos-admin-token", t), ADMIN_TOKEN);
+    await offPage.click("#api-off-retry");
+    await offPage.waitForSelector("#api-off:not([hidden])");
+    assert.equal(await offPage.isVisible("#app"), false);
   } finally {
+    await offPage.close();
     await off.close();
   }
 });

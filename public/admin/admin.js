@@ -128,6 +128,7 @@
   // ---- sign in / out ----
 
   function showSignIn(message) {
+    $("api-off").hidden = true;
     $("app").hidden = true;
     $("sign-out").hidden = true;
     $("sign-in").hidden = false;
@@ -136,10 +137,72 @@
   }
 
   function showApp() {
+    $("api-off").hidden = true;
     $("sign-in").hidden = true;
     $("sign-in-message").textContent = "";
     $("app").hidden = false;
     $("sign-out").hidden = false;
+  }
+
+  // ---- what the core knows: event types (the type filter) and each kind's states ----
+
+  /** public/admin/machine.json, written from paymos-core by scripts/build.sh. */
+  const machine = { event_types: [], states: {} };
+  let machineLoaded = null;
+
+  function loadMachine() {
+    machineLoaded ??= fetch("/admin/machine.json", { cache: "no-cache", credentials: "omit", redirect: "error" })
+      .then((res) => (res.ok ? res.json() : Promise.reject(new Error(`HTTP ${res.status}`))))
+      .then((m) => {
+        if (m && Array.isArray(m.event_types)) machine.event_types = m.event_types.map(String);
+        if (m && m.states && typeof m.states === "object") machine.states = m.states;
+        $("event-types").replaceChildren(...machine.event_types.map((t) => el("option", { value: t })));
+      })
+      .catch(() => {
+        machineLoaded = null; // the filters still take any typed value
+      });
+    return machineLoaded;
+  }
+
+  // ---- the admin API off (ADMIN_TOKEN unset): every /admin/api call answers 404 ----
+
+  function showOff(focus = true) {
+    state.seq++;
+    $("app").hidden = true;
+    $("sign-out").hidden = true;
+    $("sign-in").hidden = true;
+    $("api-off").hidden = false;
+    if (focus) $("api-off-title").focus();
+  }
+
+  /**
+   * Asks the API whether it is on, before anything else: the deliveries list never answers 404
+   * unless the Worker has no ADMIN_TOKEN (then 404, whatever the token); 401 means sign in.
+   */
+  async function start(ev) {
+    const byOperator = !!ev; // "Check again": move focus to the answer; on load, leave it
+    $("api-off").hidden = true;
+    loadMachine();
+    const t = token();
+    const headers = { Accept: "application/json" };
+    if (t) headers.Authorization = `Bearer ${t}`;
+    let res;
+    try {
+      res = await fetch(`${API}/deliveries?limit=1`, { headers, cache: "no-store", credentials: "omit", redirect: "error" });
+      await res.arrayBuffer();
+    } catch {
+      showSignIn("The Worker could not be reached. Reload to try again.");
+      return;
+    }
+    if (res.status === 404) {
+      showOff(byOperator);
+    } else if (t && res.ok) {
+      showApp();
+      loadDeliveries();
+    } else {
+      if (t) storeToken(null);
+      showSignIn(t ? "The token was not accepted. Sign in again." : "");
+    }
   }
 
   function signOut(message) {
@@ -166,7 +229,10 @@
     try {
       await api("GET", "/deliveries?limit=1");
     } catch (e) {
-      if (e.status !== 401) {
+      if (e.status === 404) {
+        storeToken(null);
+        showOff();
+      } else if (e.status !== 401) {
         storeToken(null);
         $("sign-in-message").textContent = `Could not sign in: ${e.describe()}`;
       }
@@ -566,6 +632,7 @@
 
   $("sign-in-form").addEventListener("submit", signIn);
   $("sign-out").addEventListener("click", () => signOut("Signed out."));
+  $("api-off-retry").addEventListener("click", start);
   $("filters").addEventListener("submit", (ev) => {
     ev.preventDefault();
     readFilters();
@@ -588,10 +655,5 @@
     if (ev.key === "Escape" && !$("resource").hidden) closeResource();
   });
 
-  if (token()) {
-    showApp();
-    loadDeliveries();
-  } else {
-    showSignIn();
-  }
+  start();
 })();
