@@ -5,7 +5,7 @@ use crate::queue::{self, DeliveryMessage};
 use crate::sql::{self, DeliveryFilter, DeliveryRow};
 use crate::transition::{self, Change};
 use crate::{config, reconcile};
-use paymos_core::{is_valid_event_id, resource_kind_of, state_of, CauseKind};
+use paymos_core::{is_valid_event_id, resource_kind_of, state_of, CauseKind, EffectKind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -56,6 +56,8 @@ pub async fn api(req: Request, env: &Env, path: &str) -> AppResult<Response> {
         (Method::Get, ["resources", id]) => get_resource(env, id).await,
         (Method::Post, ["resources", id, "transition"]) => manual_transition(req, env, id).await,
         (Method::Post, ["reconcile"]) => reconcile_now(req, env).await,
+        (Method::Get, ["effects"]) => list_effects(&req, env).await,
+        (Method::Post, ["effects", id, "redeliver"]) => redeliver_effect(env, id).await,
         (Method::Get, ["reconcile"]) => match reconcile::latest(env).await? {
             Some(report) => Ok(Response::from_json(&report)?),
             None => Err(AppError::NotFound),
@@ -64,11 +66,106 @@ pub async fn api(req: Request, env: &Env, path: &str) -> AppResult<Response> {
             Err(AppError::MethodNotAllowed("GET"))
         }
         (_, ["reconcile"]) => Err(AppError::MethodNotAllowed("GET, POST")),
+        (_, ["effects"]) => Err(AppError::MethodNotAllowed("GET")),
+        (_, ["effects", _, "redeliver"]) => Err(AppError::MethodNotAllowed("POST")),
         (_, ["deliveries", _, "replay"] | ["resources", _, "transition"]) => {
             Err(AppError::MethodNotAllowed("POST"))
         }
         _ => Err(AppError::NotFound),
     }
+}
+
+/// The effects feed (CONTRACT §7): oldest first, cursor-paged, filtered by kind and
+/// dispatch state, so that an order system can pull instead of being pushed to.
+async fn list_effects(req: &Request, env: &Env) -> AppResult<Response> {
+    let url = req.url()?;
+    let mut kind = None;
+    let mut dispatch = None;
+    let mut after = None;
+    let mut limit = DEFAULT_PAGE;
+    for (k, v) in url.query_pairs() {
+        let v = v.trim().to_string();
+        if v.is_empty() {
+            continue;
+        }
+        match k.as_ref() {
+            "kind" => {
+                kind = Some(EffectKind::from_str_name(&v).ok_or_else(|| {
+                    AppError::BadRequest(
+                        "invalid_kind",
+                        "kind is one of fulfilment, revocation, settlement, credit".into(),
+                    )
+                })?)
+            }
+            "dispatch" => {
+                dispatch = Some(match v.as_str() {
+                    "pending" => "pending",
+                    "delivered" => "delivered",
+                    "dead" => "dead",
+                    _ => {
+                        return Err(AppError::BadRequest(
+                            "invalid_dispatch",
+                            "dispatch is one of pending, delivered, dead".into(),
+                        ))
+                    }
+                })
+            }
+            "cursor" => {
+                after = Some(v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+                    AppError::BadRequest(
+                        "invalid_cursor",
+                        "the cursor is not one this API gave out".into(),
+                    )
+                })?)
+            }
+            "limit" => limit = parse_limit(&v)?,
+            _ => {}
+        }
+    }
+    let db = sql::database(env)?;
+    let mut rows =
+        sql::list_effects(&db, kind.map(EffectKind::as_str), dispatch, after, limit).await?;
+    let has_more = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
+    let next_cursor = if has_more {
+        rows.last().map(|e| e.seq.to_string())
+    } else {
+        None
+    };
+    Ok(Response::from_json(
+        &json!({ "data": rows, "has_more": has_more, "next_cursor": next_cursor }),
+    )?)
+}
+
+/// Sends the effect to the order system again, under the same id.
+async fn redeliver_effect(env: &Env, id: &str) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    let awaiting = sql::redeliver_effect(&db, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let enqueued = if awaiting {
+        // nothing to send until its order_ref is known; it goes out when that is learned
+        false
+    } else {
+        crate::queue::enqueue_effects(env, &[id.to_string()])
+            .await
+            .1
+            .is_none()
+    };
+    Ok(Response::from_json(&json!({
+        "redelivered": true,
+        "id": id,
+        "enqueued": enqueued,
+        "awaiting_order_ref": awaiting,
+    }))?
+    .with_status(202))
+}
+
+fn parse_limit(v: &str) -> AppResult<u32> {
+    v.parse::<u32>()
+        .ok()
+        .filter(|n| (1..=MAX_PAGE).contains(n))
+        .ok_or_else(|| AppError::BadRequest("invalid_limit", format!("limit is 1 to {MAX_PAGE}")))
 }
 
 #[derive(Deserialize, Default)]
@@ -330,6 +427,7 @@ async fn manual_transition(mut req: Request, env: &Env, id: &str) -> AppResult<R
         },
     )
     .await?;
+    crate::effects::send_released(env, &result.released).await;
     Ok(Response::from_json(
         &json!({ "applied": result.applied, "status": result.status }),
     )?)

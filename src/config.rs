@@ -107,3 +107,43 @@ pub fn credential_url(env: &Env, name: &str) -> Result<String, String> {
         ))
     }
 }
+
+/// The order system that effects are delivered to (CONTRACT §7): its URL (https, or loopback
+/// http in development) and its Standard Webhooks secret. `Ok(None)`: no URL set, effects
+/// stay pending in the feed for the order system to pull. `Err`: set but unusable, said
+/// plainly (log line, metrics) instead of failing silently.
+pub struct OrderSystem {
+    pub url: String,
+    pub secret: paymos_core::standard_webhooks::WebhookSecret,
+}
+
+pub fn order_system(env: &Env) -> Result<Option<OrderSystem>, String> {
+    if string(env, "ORDER_SYSTEM_URL").is_none() {
+        return Ok(None);
+    }
+    let url = credential_url(env, "ORDER_SYSTEM_URL")?;
+    let secret = string(env, "ORDER_SYSTEM_SECRET")
+        .ok_or_else(|| "ORDER_SYSTEM_SECRET is not set: effects cannot be signed".to_string())?;
+    let secret = paymos_core::standard_webhooks::WebhookSecret::parse(&secret)
+        .map_err(|e| format!("ORDER_SYSTEM_SECRET is not a whsec_ secret: {e}"))?;
+    Ok(Some(OrderSystem { url, secret }))
+}
+
+/// The order system must answer within this long (CONTRACT §7: 10 s).
+pub fn order_system_timeout_ms(env: &Env) -> u64 {
+    number(env, "ORDER_SYSTEM_TIMEOUT_MS", 10_000u64).clamp(100, 60_000)
+}
+
+/// Compresses the effects' retry ladder (tests and demos); 1 in production.
+pub fn effect_retry_scale(env: &Env) -> f64 {
+    number(env, "EFFECT_RETRY_SCALE", 1.0f64)
+}
+
+/// The effects queue and its dead-letter queue, recognised by name.
+pub fn effects_queue(env: &Env) -> String {
+    string(env, "EFFECTS_QUEUE").unwrap_or_else(|| "paymos-effects".into())
+}
+
+pub fn effects_dead_letter_queue(env: &Env) -> String {
+    string(env, "EFFECTS_DEAD_LETTER_QUEUE").unwrap_or_else(|| "paymos-effects-dlq".into())
+}

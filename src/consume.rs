@@ -24,7 +24,12 @@ pub enum Processed {
 }
 
 /// Loads the delivery and applies its transition, once.
-pub async fn process_delivery(db: &D1Database, event_id: &str, mode: Mode) -> AppResult<Processed> {
+pub async fn process_delivery(
+    env: &Env,
+    db: &D1Database,
+    event_id: &str,
+    mode: Mode,
+) -> AppResult<Processed> {
     let Some(delivery) = sql::load_delivery(db, event_id).await? else {
         return Ok(Processed::Missing);
     };
@@ -58,6 +63,7 @@ pub async fn process_delivery(db: &D1Database, event_id: &str, mode: Mode) -> Ap
         },
     )
     .await?;
+    crate::effects::send_released(env, &result.released).await;
     Ok(Processed::Outcome(result.outcome.unwrap_or(Outcome::Stale)))
 }
 
@@ -112,7 +118,7 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
             continue;
         }
         let result = match &mode {
-            Ok(mode) => process_delivery(&db, &event_id, *mode).await,
+            Ok(mode) => process_delivery(env, &db, &event_id, *mode).await,
             Err(e) => Err(AppError::NotConfigured("invalid_mode", e.clone())),
         };
         match result {

@@ -4,6 +4,7 @@
 mod admin;
 mod config;
 mod consume;
+mod effects;
 mod error;
 mod log;
 mod queue;
@@ -72,7 +73,14 @@ mod queue_export {
     ) -> Result<JsValue, JsValue> {
         console_error_panic_hook::set_once();
         let (name, messages) = crate::queue::read_batch(&batch);
-        match crate::consume::consume(&name, messages, &env).await {
+        let is_effects = name == crate::config::effects_queue(&env)
+            || name == crate::config::effects_dead_letter_queue(&env);
+        let consumed = if is_effects {
+            crate::effects::consume(&name, messages, &env).await
+        } else {
+            crate::consume::consume(&name, messages, &env).await
+        };
+        match consumed {
             Ok(()) => Ok(JsValue::UNDEFINED),
             Err(e) => {
                 ::worker::console_log!("{}", &e);
@@ -96,7 +104,10 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     if let Err(e) = reconcile::run(&env, start, budget / 2).await {
         log::line("reconcile", "-", "error", Some(e.code()));
     }
-    if let Err(e) = consume::sweep(&env, budget / 2 - 2).await {
+    if let Err(e) = consume::sweep(&env, budget / 4).await {
         log::line("sweep", "-", "error", Some(e.code()));
+    }
+    if let Err(e) = effects::sweep(&env, budget / 4 - 2).await {
+        log::line("sweep_effects", "-", "error", Some(e.code()));
     }
 }

@@ -9,6 +9,36 @@ use worker::{js_sys, Env};
 
 /// The producer binding for new deliveries (wrangler.toml `[[queues.producers]]`).
 pub const DELIVERIES: &str = "DELIVERIES";
+/// The producer binding for effects to deliver to the order system (CONTRACT §7).
+pub const EFFECTS: &str = "EFFECTS";
+
+/// An effect to deliver: only its id; the effect is in D1.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EffectMessage {
+    pub effect_id: String,
+}
+
+/// Sends effect ids, `sendBatch` 100 at a time. How many were sent, and the first failure.
+pub async fn enqueue_effects(env: &Env, ids: &[String]) -> (usize, Option<worker::Error>) {
+    let queue = match env.queue(EFFECTS) {
+        Ok(q) => q,
+        Err(e) => return (0, Some(e)),
+    };
+    let mut sent = 0;
+    for chunk in ids.chunks(100) {
+        let messages: Vec<EffectMessage> = chunk
+            .iter()
+            .map(|id| EffectMessage {
+                effect_id: id.clone(),
+            })
+            .collect();
+        if let Err(e) = queue.send_batch(messages).await {
+            return (sent, Some(e));
+        }
+        sent += chunk.len();
+    }
+    (sent, None)
+}
 
 /// What travels on the queue: only the id and the replay generation it was sent for.
 /// The delivery itself is in D1.
@@ -64,6 +94,12 @@ impl Incoming {
     pub fn delivery(&self) -> Option<DeliveryMessage> {
         let body = self.0.body().ok()?;
         serde_wasm_bindgen::from_value::<DeliveryMessage>(body).ok()
+    }
+
+    /// The message as an effect message; `None` for anything else.
+    pub fn effect(&self) -> Option<EffectMessage> {
+        let body = self.0.body().ok()?;
+        serde_wasm_bindgen::from_value::<EffectMessage>(body).ok()
     }
 
     /// How many times the queue has delivered this message, this one included (1 the first

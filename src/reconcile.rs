@@ -326,6 +326,7 @@ async fn walk(
                     },
                 )
                 .await?;
+                crate::effects::send_released(env, &result.released).await;
                 findings.push(sql::Finding::Missing {
                     invoice_id: invoice.id.clone(),
                     order_ref: invoice.order_ref.clone(),

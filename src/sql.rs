@@ -228,19 +228,31 @@ pub struct ResourceRow {
     pub updated_at: String,
 }
 
+/// An effect and its place in the outbox (CONTRACT §5, §7).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EffectRow {
+    /// The feed's position (the row's sequence number), the cursor of `GET /admin/api/effects`.
+    #[serde(skip_serializing)]
+    pub seq: i64,
+    /// `eff_…`, stable on every attempt and redelivery.
+    pub id: String,
     pub kind: String,
+    pub resource_id: String,
     pub created_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub license_code: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub order_ref: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub amount: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
     pub cause: String,
+    /// `pending`, `delivered` or `dead`.
+    pub dispatch: String,
+    pub attempts: i64,
+    pub next_attempt_at: Option<String>,
+    pub last_error: Option<String>,
+    pub delivered_at: Option<String>,
+    /// A fulfilment made before its order_ref was known: not sent until it is.
+    #[serde(deserialize_with = "flag")]
+    pub awaiting_order_ref: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -270,6 +282,9 @@ pub async fn load_history(db: &D1Database, id: &str) -> DbResult<Vec<HistoryRow>
 /// What a transition's batch reads back.
 #[derive(Debug)]
 pub struct TransitionResult {
+    /// Effects the transaction made ready to send (marked enqueued in it): the caller sends
+    /// them now that it committed.
+    pub released: Vec<String>,
     /// The resource's state after the transaction.
     pub status: Option<State>,
     /// Whether this transaction's guarded write won.
@@ -289,7 +304,23 @@ pub async fn apply_transition(
         applied: f64,
         outcome: Option<String>,
     }
-    let results = batch(db, &st::transition_batch(request)).await?;
+    #[derive(Deserialize)]
+    struct Released {
+        effect_id: String,
+    }
+    let statements = st::transition_batch(request);
+    let release = statements
+        .iter()
+        .position(|b| std::ptr::eq(b.statement, &st::RELEASE_EFFECTS));
+    let results = batch(db, &statements).await?;
+    let released = match release.and_then(|i| results.get(i)) {
+        Some(r) => r
+            .results::<Released>()?
+            .into_iter()
+            .map(|r| r.effect_id)
+            .collect(),
+        None => Vec::new(),
+    };
     let row = results
         .last()
         .map(|r| r.results::<ReadBack>())
@@ -297,10 +328,130 @@ pub async fn apply_transition(
         .and_then(|rows| rows.into_iter().next())
         .ok_or_else(|| DbError("transition read-back returned no row".into()))?;
     Ok(TransitionResult {
+        released,
         status: row.status.as_deref().and_then(State::from_str_name),
         applied: row.applied != 0.0,
         outcome: row.outcome.as_deref().and_then(Outcome::from_str_name),
     })
+}
+
+// ---------------------------------------------------------------- the outbox
+
+/// An effect as the dispatcher loads it.
+#[derive(Debug, Deserialize)]
+pub struct DispatchRow {
+    #[serde(flatten)]
+    pub effect: EffectRow,
+    /// Earlier effects of the same resource still pending (a revocation waits for the
+    /// fulfilment it revokes).
+    pub earlier_pending: i64,
+}
+
+pub async fn load_effect_for_dispatch(
+    db: &D1Database,
+    effect_id: &str,
+) -> DbResult<Option<DispatchRow>> {
+    first(
+        db,
+        st::LOAD_EFFECT_FOR_DISPATCH.bind(vec![Arg::text(effect_id)]),
+    )
+    .await
+}
+
+pub async fn mark_effect_delivered(db: &D1Database, effect_id: &str) -> DbResult<()> {
+    run(
+        db,
+        st::MARK_EFFECT_DELIVERED.bind(vec![Arg::text(effect_id)]),
+    )
+    .await
+}
+
+/// A failed attempt; the queue brings the message back in `retry_in_seconds`.
+pub async fn record_effect_failure(
+    db: &D1Database,
+    effect_id: &str,
+    error: &str,
+    retry_in_seconds: u32,
+) -> DbResult<()> {
+    let retry_in = format!("+{retry_in_seconds} seconds");
+    run(
+        db,
+        st::RECORD_EFFECT_FAILURE.bind(vec![
+            Arg::text(effect_id),
+            Arg::text(error),
+            Arg::text(&retry_in),
+        ]),
+    )
+    .await
+}
+
+/// `true` when the effect was pending and is now dead.
+pub async fn mark_effect_dead(
+    db: &D1Database,
+    effect_id: &str,
+    error: Option<&str>,
+    attempted: bool,
+) -> DbResult<bool> {
+    let row: Option<Present> = first(
+        db,
+        st::MARK_EFFECT_DEAD.bind(vec![
+            Arg::text(effect_id),
+            Arg::opt(error),
+            Arg::Int(i64::from(attempted)),
+        ]),
+    )
+    .await?;
+    Ok(row.is_some())
+}
+
+/// An operator's redelivery. `None`: no such effect; `Some(awaiting_order_ref)` otherwise.
+pub async fn redeliver_effect(db: &D1Database, effect_id: &str) -> DbResult<Option<bool>> {
+    #[derive(Deserialize)]
+    struct Row {
+        #[serde(deserialize_with = "flag")]
+        awaiting_order_ref: bool,
+    }
+    let row: Option<Row> = first(db, st::REDELIVER_EFFECT.bind(vec![Arg::text(effect_id)])).await?;
+    Ok(row.map(|r| r.awaiting_order_ref))
+}
+
+/// Pending effects whose message was lost or whose dispatcher died, claimed for re-sending.
+pub async fn claim_effects(
+    db: &D1Database,
+    older_than_seconds: i64,
+    limit: u32,
+) -> DbResult<Vec<String>> {
+    #[derive(Deserialize)]
+    struct Row {
+        effect_id: String,
+    }
+    let cutoff = st::seconds_ago(older_than_seconds);
+    let rows: Vec<Row> = all(
+        db,
+        st::CLAIM_EFFECTS.bind(vec![Arg::text(&cutoff), Arg::Int(i64::from(limit))]),
+    )
+    .await?;
+    Ok(rows.into_iter().map(|r| r.effect_id).collect())
+}
+
+/// The effects feed, oldest first; `limit + 1` rows so the caller knows about a next page.
+pub async fn list_effects(
+    db: &D1Database,
+    kind: Option<&str>,
+    dispatch: Option<&str>,
+    after_seq: Option<i64>,
+    limit: u32,
+) -> DbResult<Vec<EffectRow>> {
+    all(
+        db,
+        st::LIST_EFFECTS.bind(vec![
+            Arg::opt(kind),
+            Arg::opt(dispatch),
+            Arg::opt_int(after_seq),
+            Arg::Int(i64::from(limit) + 1),
+        ]),
+    )
+    .await
 }
 
 // ---------------------------------------------------------------- reconciliation

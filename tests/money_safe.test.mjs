@@ -94,7 +94,7 @@ test("marked paid by hand without order_ref, then the real invoice.paid (stale) 
   let r = (await admin(w.url, "GET", `/resources/${inv}`)).json;
   assert.equal(r.order_ref, null);
   assert.equal(r.effects.length, 1);
-  assert.equal(r.effects[0].order_ref, undefined, "no order_ref yet");
+  assert.equal(r.effects[0].order_ref, null, "no order_ref yet");
 
   const real = envelope("invoice.paid", inv, { data: { order_ref: "order_7781", amount: "120.00", currency: "USDT" } });
   await deliver(w.url, real);

@@ -296,6 +296,29 @@ describe("against the worker", () => {
     assert.equal(s5.evidence.extra_fulfilments, 1);
   });
 
+  test("paymos check --orders against the worker: every fulfilment reaches a real `paymos orders` once, also after it failed for a while", async (t) => {
+    needBin();
+    const { startWorker, ADMIN_TOKEN } = await import("./helpers/worker.mjs");
+    const orderSecret = "whsec_" + Buffer.from("check-orders-test-secret-0123456").toString("base64");
+    // the order system refuses its first 4 requests: nothing may be lost, nothing doubled
+    const orders = await startOrders(["--secret", orderSecret, "--fail-first", "4"]);
+    const sandboxUrl = await startSandbox();
+    const w = await startWorker({
+      vars: { PAYMOS_API_BASE: sandboxUrl, ORDER_SYSTEM_URL: orders.url, ORDER_SYSTEM_SECRET: orderSecret, EFFECT_RETRY_SCALE: "0.0001" },
+    });
+    t.after(() => w.close());
+    const r = await paymos(["check", "--to", w.url, "--admin-token", ADMIN_TOKEN, "--sandbox", sandboxUrl, "--orders", orders.url, "--json"]);
+    assert.ok(r.json, `not JSON: ${r.stdout}\n${r.stderr}`);
+    const failed = r.json.steps.filter((s) => !s.pass);
+    assert.deepEqual(failed, [], JSON.stringify(failed, null, 2));
+    assert.deepEqual(r.json.steps.map((s) => s.step), [1, 2, 3, 4, 5, 6]);
+    assert.equal(r.code, 0, r.stderr);
+    const received = await (await fetch(`${orders.url}/received`)).json();
+    const ids = received.shipped.map((x) => x.id);
+    assert.equal(new Set(ids).size, ids.length, "each effect shipped once");
+    assert.ok(received.requests > ids.length, "the failing stretch was retried through");
+  });
+
   test("paymos check: a wrong admin token is refused with exit 2 and a clear message", async () => {
     const { w } = await worker();
     const r = await paymos(["check", "--to", w.url, "--admin-token", "not-the-token"]);

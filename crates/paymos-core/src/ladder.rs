@@ -29,9 +29,44 @@ pub fn consumer_retry_delay(base: u32, failures: i64) -> u32 {
         .min(MAX_CONSUMER_RETRY_DELAY_SECONDS)
 }
 
+/// The dispatcher's ladder for an effect the order system did not take (CONTRACT §7: retried
+/// with growing delays for at least 16 hours, then dead): the delay after each failed attempt.
+/// 12 retries, 16 h 18 min 30 s in all; each delay fits a queue's 12-hour delay limit.
+pub const EFFECT_RETRY_DELAYS_SECONDS: [u32; 12] = [
+    10, 30, 60, 120, 300, 600, 1200, 2400, 3600, 7200, 14400, 28800,
+];
+
+/// How long to wait after the `failed`-th failed attempt (1-based), `scale` compressing the
+/// ladder (tests, demos; 1.0 in production); `None` once the ladder is spent: the effect is
+/// dead.
+pub fn effect_retry_delay(failed: u32, scale: f64) -> Option<u32> {
+    let i = usize::try_from(failed.checked_sub(1)?).ok()?;
+    let base = *EFFECT_RETRY_DELAYS_SECONDS.get(i)?;
+    let scaled = (f64::from(base) * scale.clamp(0.0, 1.0)).round();
+    Some(scaled as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn effect_ladder_lasts_at_least_16_hours_then_ends() {
+        let total: u32 = EFFECT_RETRY_DELAYS_SECONDS.iter().sum();
+        assert!(total >= 16 * 3600, "{total}");
+        assert!(
+            EFFECT_RETRY_DELAYS_SECONDS.windows(2).all(|w| w[0] < w[1]),
+            "growing"
+        );
+        assert!(EFFECT_RETRY_DELAYS_SECONDS.iter().all(|d| *d <= 12 * 3600));
+        assert_eq!(effect_retry_delay(0, 1.0), None);
+        assert_eq!(effect_retry_delay(1, 1.0), Some(10));
+        assert_eq!(effect_retry_delay(12, 1.0), Some(28800));
+        assert_eq!(effect_retry_delay(13, 1.0), None, "13 attempts, then dead");
+        assert_eq!(effect_retry_delay(12, 0.001), Some(29));
+        assert_eq!(effect_retry_delay(1, 0.0), Some(0));
+        assert_eq!(effect_retry_delay(1, 7.0), Some(10), "never stretched");
+    }
 
     #[test]
     fn consumer_retry_delay_doubles_and_is_capped() {

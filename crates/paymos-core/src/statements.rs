@@ -205,11 +205,22 @@ statement!(
      FROM resource WHERE id = ?1"
 );
 
+/// An effect's columns as the admin API and the dispatcher read them.
+macro_rules! effect_columns {
+    () => {
+        "e.id AS seq, e.effect_id AS id, e.kind, e.resource_id, e.created_at, e.license_code, \
+         e.order_ref, e.amount, e.currency, e.cause, e.dispatch, e.attempts, e.next_attempt_at, \
+         e.last_error, e.delivered_at, \
+         (e.dispatch = 'pending' AND e.kind = 'fulfilment' AND e.order_ref IS NULL) AS awaiting_order_ref"
+    };
+}
+
 statement!(
     LOAD_EFFECTS,
     ["resource_id"],
-    "SELECT kind, created_at, license_code, order_ref, amount, currency, cause \
-     FROM effect WHERE resource_id = ?1 ORDER BY id"
+    "SELECT ",
+    effect_columns!(),
+    " FROM effect e WHERE e.resource_id = ?1 ORDER BY e.id"
 );
 
 statement!(
@@ -285,9 +296,12 @@ statement!(
     ["id", "token", "kind", "license_code", "cause", "from_unknown", "from", "requires"],
     // once per (resource, kind) by the UNIQUE constraint; only if this attempt's write won,
     // from a state that triggers it (checked against the state the guard replaced), and only
-    // when the effect it requires exists (a revocation needs a fulfilment)
-    "INSERT INTO effect (resource_id, kind, license_code, order_ref, amount, currency, cause) \
-     SELECT r.id, ?3, ?4, r.order_ref, r.amount, r.currency, ?5 FROM resource r \
+    // when the effect it requires exists (a revocation needs a fulfilment). Its outbox id is
+    // drawn here, in the transaction that writes it: stable from then on.
+    "INSERT INTO effect (resource_id, kind, license_code, order_ref, amount, currency, cause, \
+       effect_id, dispatch) \
+     SELECT r.id, ?3, ?4, r.order_ref, r.amount, r.currency, ?5, \
+       'eff_' || lower(hex(randomblob(16))), 'pending' FROM resource r \
      WHERE r.id = ?1 AND r.transition_token = ?2 \
        AND ((r.previous_status IS NULL AND ?6 = 1) \
             OR r.previous_status IN (SELECT value FROM json_each(?7))) \
@@ -335,6 +349,22 @@ statement!(
                       THEN 'applied' ELSE 'stale' END \
      WHERE event_id = ?1 AND (processed_at IS NULL OR (outcome = 'dead' \
        AND EXISTS (SELECT 1 FROM resource WHERE id = ?2 AND transition_token = ?3)))"
+);
+
+statement!(
+    RELEASE_EFFECTS,
+    ["id"],
+    // The resource's effects ready to go out and not yet handed to the queue: the ones this
+    // transaction wrote, and a fulfilment whose order_ref it just filled. Marking them
+    // enqueued here, inside the transaction, means the ids returned are sent once after the
+    // commit; a send that fails leaves them to the sweeper. A fulfilment without its
+    // order_ref waits (`awaiting_order_ref`).
+    "UPDATE effect SET enqueued_at = ",
+    now!(),
+    " \
+     WHERE resource_id = ?1 AND dispatch = 'pending' AND enqueued_at IS NULL \
+       AND (kind <> 'fulfilment' OR order_ref IS NOT NULL) \
+     RETURNING effect_id"
 );
 
 statement!(
@@ -416,6 +446,9 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
         ]));
         batch.push(FILL_EFFECTS.bind(vec![Arg::text(r.resource_id)]));
     }
+    if p.effect.is_some() || r.order_ref.is_some() {
+        batch.push(RELEASE_EFFECTS.bind(vec![Arg::text(r.resource_id)]));
+    }
     if let Some(event_id) = r.delivery {
         batch.push(RECORD_OUTCOME.bind(vec![
             Arg::text(event_id),
@@ -430,6 +463,94 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
     ]));
     batch
 }
+
+// ---------------------------------------------------------------- the outbox (CONTRACT §7)
+
+statement!(
+    LOAD_EFFECT_FOR_DISPATCH,
+    ["effect_id"],
+    // with how many earlier effects of the same resource are still pending: a revocation is
+    // not sent before the fulfilment it revokes
+    "SELECT ",
+    effect_columns!(),
+    ", \
+       (SELECT count(*) FROM effect p WHERE p.resource_id = e.resource_id AND p.id < e.id \
+          AND p.dispatch = 'pending') AS earlier_pending \
+     FROM effect e WHERE e.effect_id = ?1"
+);
+
+statement!(
+    MARK_EFFECT_DELIVERED,
+    ["effect_id"],
+    "UPDATE effect SET dispatch = 'delivered', delivered_at = ",
+    now!(),
+    ", attempts = attempts + 1, \
+       last_error = NULL, next_attempt_at = NULL \
+     WHERE effect_id = ?1 AND dispatch = 'pending'"
+);
+
+statement!(
+    RECORD_EFFECT_FAILURE,
+    ["effect_id", "error", "retry_in"],
+    // `retry_in` is an SQLite modifier ('+600 seconds'): when the queue brings it back.
+    // enqueued_at moves with it, so the sweeper leaves alone a message that is only waiting.
+    "UPDATE effect SET attempts = attempts + 1, last_error = ?2, \
+       next_attempt_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?3), \
+       enqueued_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?3) \
+     WHERE effect_id = ?1 AND dispatch = 'pending'"
+);
+
+statement!(
+    MARK_EFFECT_DEAD,
+    ["effect_id", "error", "attempted"],
+    // `attempted` is 1 when a request to the order system was the last straw
+    "UPDATE effect SET dispatch = 'dead', last_error = coalesce(?2, last_error), \
+       attempts = attempts + ?3, next_attempt_at = NULL \
+     WHERE effect_id = ?1 AND dispatch = 'pending' RETURNING effect_id"
+);
+
+statement!(
+    REDELIVER_EFFECT,
+    ["effect_id"],
+    // an operator's redelivery: pending again, same id, a fresh retry ladder
+    // (one still awaiting its order_ref is left for the transition that fills it to release)
+    "UPDATE effect SET dispatch = 'pending', attempts = 0, last_error = NULL, \
+       next_attempt_at = NULL, \
+       enqueued_at = CASE WHEN kind = 'fulfilment' AND order_ref IS NULL THEN NULL ELSE ",
+    now!(),
+    " END \
+     WHERE effect_id = ?1 \
+     RETURNING effect_id, (kind = 'fulfilment' AND order_ref IS NULL) AS awaiting_order_ref"
+);
+
+statement!(
+    CLAIM_EFFECTS,
+    ["older_than", "limit"],
+    // Pending effects whose message was lost or whose dispatcher died: handed to the queue
+    // longer than `older_than` ago (or never), a scheduled retry counting as handed over
+    // until it is due. A fulfilment awaiting its order_ref is not claimed: nothing to send.
+    "UPDATE effect SET enqueued_at = ",
+    now!(),
+    " WHERE id IN ( \
+       SELECT id FROM effect \
+       WHERE dispatch = 'pending' AND (kind <> 'fulfilment' OR order_ref IS NOT NULL) \
+         AND (enqueued_at IS NULL \
+              OR enqueued_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1)) \
+       ORDER BY id LIMIT ?2) \
+     RETURNING effect_id"
+);
+
+statement!(
+    LIST_EFFECTS,
+    ["kind", "dispatch", "after_seq", "limit"],
+    // the feed, oldest first; the cursor is the last row's sequence number
+    "SELECT ",
+    effect_columns!(),
+    " FROM effect e \
+     WHERE (?1 IS NULL OR e.kind = ?1) AND (?2 IS NULL OR e.dispatch = ?2) \
+       AND (?3 IS NULL OR e.id > ?3) \
+     ORDER BY e.id LIMIT ?4"
+);
 
 // ---------------------------------------------------------------- reconciliation
 
@@ -584,8 +705,16 @@ pub static ALL: &[&Statement] = &[
     &INSERT_EFFECT,
     &FILL_RESOURCE,
     &FILL_EFFECTS,
+    &RELEASE_EFFECTS,
     &RECORD_OUTCOME,
     &READ_BACK,
+    &LOAD_EFFECT_FOR_DISPATCH,
+    &MARK_EFFECT_DELIVERED,
+    &RECORD_EFFECT_FAILURE,
+    &MARK_EFFECT_DEAD,
+    &REDELIVER_EFFECT,
+    &CLAIM_EFFECTS,
+    &LIST_EFFECTS,
     &OPEN_RECONCILIATION,
     &SUPERSEDE_RECONCILIATIONS,
     &START_RECONCILIATION,
@@ -662,6 +791,7 @@ mod tests {
                 "INSERT_EFFECT",
                 "FILL_RESOURCE",
                 "FILL_EFFECTS",
+                "RELEASE_EFFECTS",
                 "RECORD_OUTCOME",
                 "READ_BACK"
             ]
@@ -691,9 +821,16 @@ mod tests {
             .unwrap();
         assert_eq!(effect.args[3], Arg::Null);
         assert_eq!(effect.args[7], Arg::text("fulfilment"));
+        let names: Vec<&str> = b.iter().map(|x| x.statement.name).collect();
         assert_eq!(
-            b.len(),
-            4,
+            names,
+            [
+                "GUARDED_UPSERT",
+                "INSERT_HISTORY",
+                "INSERT_EFFECT",
+                "RELEASE_EFFECTS",
+                "READ_BACK"
+            ],
             "no fill, no outcome without order_ref and delivery"
         );
     }

@@ -1,0 +1,289 @@
+// Effects reach the order system (CONTRACT §7, issue #12): the outbox written with the
+// transition, delivered at least once after the commit, Standard-Webhooks signed (checked
+// here with node:crypto, independently of the Rust signer), with a stable id; retried,
+// dead, redelivered; recovered after a crash; pullable from the feed.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { startWorker, eventually, freePort, ROOT } from "./helpers/worker.mjs";
+import { deliver, envelope, randomId, admin } from "./helpers/paymos.mjs";
+
+const KEY = Buffer.from("order-system-test-key-0123456789");
+const SECRET = `whsec_${KEY.toString("base64")}`;
+
+/** A verifying order system: Standard Webhooks rules, written here from the spec. */
+function orderSystem() {
+  const state = { received: [], shipped: new Map(), bad: [], mode: "ok", failNext: 0, hang: false };
+  const server = createServer((req, res) => {
+    let chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks).toString("utf8");
+      const id = req.headers["webhook-id"];
+      const ts = req.headers["webhook-timestamp"];
+      const sigs = String(req.headers["webhook-signature"] ?? "").split(" ");
+      const expected = createHmac("sha256", KEY).update(`${id}.${ts}.${body}`).digest();
+      const valid = sigs.some((s) => {
+        const [v, b64] = s.split(",");
+        const got = Buffer.from(b64 ?? "", "base64");
+        return v === "v1" && got.length === expected.length && timingSafeEqual(got, expected);
+      });
+      const fresh = Math.abs(Date.now() / 1000 - Number(ts)) <= 300;
+      const entry = { id, idempotencyKey: req.headers["idempotency-key"], body: JSON.parse(body || "null"), valid, fresh, at: Date.now() };
+      state.received.push(entry);
+      if (!valid || !fresh) {
+        state.bad.push(entry);
+        return res.writeHead(401).end();
+      }
+      if (state.hang) return; // never answers
+      if (state.failNext > 0) {
+        state.failNext -= 1;
+        if (state.failNext % 2 === 0) return req.socket.destroy(); // refused mid-way
+        return res.writeHead(500).end();
+      }
+      if (!state.shipped.has(entry.idempotencyKey)) state.shipped.set(entry.idempotencyKey, entry);
+      res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
+    });
+  });
+  return { state, server };
+}
+
+let os;
+let osUrl;
+before(async () => {
+  os = orderSystem();
+  await new Promise((r) => os.server.listen(0, "127.0.0.1", r));
+  osUrl = `http://127.0.0.1:${os.server.address().port}/orders`;
+});
+after(() => {
+  os.server.closeAllConnections?.();
+  os.server.close();
+});
+
+const VARS = () => ({ ORDER_SYSTEM_URL: osUrl, ORDER_SYSTEM_SECRET: SECRET, ORDER_SYSTEM_TIMEOUT_MS: "500", EFFECT_RETRY_SCALE: "0.0001" });
+const shippedFor = (resourceId) => [...os.state.shipped.values()].filter((e) => e.body.resource_id === resourceId);
+const effectRows = async (w, resourceId) => (await w.db.prepare("SELECT * FROM effect WHERE resource_id = ? ORDER BY id").bind(resourceId).all()).results;
+
+test("a paid invoice's fulfilment reaches the order system, signed, with order_ref and license_code, under a stable eff_ id", async () => {
+  const w = await startWorker({ vars: VARS() });
+  try {
+    const inv = randomId("inv_");
+    const env = envelope("invoice.paid", inv, { data: { order_ref: "order_5501" } });
+    assert.equal((await deliver(w.url, env)).status, 200);
+    const [shipped] = await eventually("the fulfilment to be shipped", () => shippedFor(inv).length === 1 && shippedFor(inv));
+    assert.match(shipped.id, /^eff_[A-Za-z0-9]{1,64}$/);
+    assert.equal(shipped.idempotencyKey, shipped.id);
+    assert.equal(shipped.valid, true);
+    assert.deepEqual(Object.keys(shipped.body).sort(), ["amount", "cause", "created_at", "currency", "id", "kind", "license_code", "order_ref", "resource_id"]);
+    assert.equal(shipped.body.id, shipped.id);
+    assert.equal(shipped.body.kind, "fulfilment");
+    assert.equal(shipped.body.order_ref, "order_5501");
+    assert.equal(shipped.body.cause, env.event_id);
+    const [row] = await effectRows(w, inv);
+    assert.equal(shipped.body.license_code, row.license_code);
+    assert.equal(row.effect_id, shipped.id);
+    await eventually("delivered on record", async () => (await effectRows(w, inv))[0].dispatch === "delivered");
+    const r = (await admin(w.url, "GET", `/resources/${inv}`)).json;
+    assert.equal(r.effects[0].id, shipped.id);
+    assert.equal(r.effects[0].dispatch, "delivered");
+    assert.equal(r.effects[0].attempts, 1);
+    assert.equal(os.state.bad.length, 0, "every request verified");
+  } finally {
+    await w.close();
+  }
+});
+
+test("two endpoints' ids for one invoice: one effect id at the order system", async () => {
+  const w = await startWorker({ vars: VARS() });
+  try {
+    const inv = randomId("inv_");
+    const a = envelope("invoice.paid", inv);
+    const b = envelope("invoice.paid", inv);
+    await Promise.all([deliver(w.url, a), deliver(w.url, b)]);
+    await w.processed(a.event_id);
+    await w.processed(b.event_id);
+    await eventually("shipped", () => shippedFor(inv).length >= 1);
+    await new Promise((r) => setTimeout(r, 1500));
+    const requests = os.state.received.filter((e) => e.body?.resource_id === inv);
+    assert.equal(new Set(requests.map((e) => e.id)).size, 1, "one effect id");
+    assert.equal(shippedFor(inv).length, 1);
+  } finally {
+    await w.close();
+  }
+});
+
+test("the order system refusing, failing and hanging for a while, then back: delivered, nothing lost", async () => {
+  const w = await startWorker({ vars: VARS() });
+  try {
+    os.state.failNext = 6; // alternately a dropped connection and a 500
+    const invoices = Array.from({ length: 3 }, () => randomId("inv_"));
+    for (const inv of invoices) await deliver(w.url, envelope("invoice.paid", inv));
+    // and a stretch of hanging past the timeout
+    await eventually("the failures to be used up", () => os.state.failNext === 0, 30000);
+    os.state.hang = true;
+    await new Promise((r) => setTimeout(r, 1200));
+    os.state.hang = false;
+    for (const inv of invoices) {
+      await eventually(`${inv} shipped`, () => shippedFor(inv).length === 1, 60000);
+      await eventually(`${inv} delivered`, async () => (await effectRows(w, inv))[0].dispatch === "delivered", 30000);
+    }
+    const rows = (await Promise.all(invoices.map((inv) => effectRows(w, inv)))).flat();
+    assert.ok(rows.some((r) => r.attempts > 1), "retried");
+    assert.ok(w.logs.some((l) => l.stage === "dispatch" && l.outcome === "retry" && /did not answer within 500 ms|answered 500|could not be reached/.test(l.detail)));
+  } finally {
+    os.state.hang = false;
+    os.state.failNext = 0;
+    await w.close();
+  }
+});
+
+test("never back: dead after the ladder, visible in the feed, then redelivered by hand under the same id", async () => {
+  const w = await startWorker({ vars: VARS() });
+  try {
+    const inv = randomId("inv_");
+    os.state.failNext = 1000;
+    await deliver(w.url, envelope("invoice.paid", inv));
+    const dead = await eventually("the effect to go dead", async () => (await effectRows(w, inv)).find((e) => e.dispatch === "dead"), 90000, 250);
+    assert.equal(dead.attempts, 13, "the first attempt and the 12 retries of the ladder");
+    assert.ok(dead.last_error);
+    const feed = (await admin(w.url, "GET", "/effects?dispatch=dead")).json;
+    assert.ok(feed.data.some((e) => e.id === dead.effect_id && e.dispatch === "dead"));
+    os.state.failNext = 0;
+    const again = await admin(w.url, "POST", `/effects/${dead.effect_id}/redeliver`);
+    assert.equal(again.status, 202);
+    assert.equal(again.json.enqueued, true);
+    await eventually("redelivered", () => shippedFor(inv).length === 1, 30000);
+    assert.equal(shippedFor(inv)[0].id, dead.effect_id, "the same id");
+    await eventually("delivered on record", async () => (await effectRows(w, inv))[0].dispatch === "delivered");
+    assert.equal((await admin(w.url, "POST", "/effects/eff_nosuchthing/redeliver")).status, 404);
+  } finally {
+    os.state.failNext = 0;
+    await w.close();
+  }
+});
+
+test("a refund after a fulfilment: one revocation, delivered after the fulfilment's", async () => {
+  const w = await startWorker({ vars: VARS() });
+  try {
+    const inv = randomId("inv_");
+    os.state.failNext = 2; // the fulfilment's first attempts fail: the revocation must wait for it
+    const paid = envelope("invoice.paid", inv);
+    await deliver(w.url, paid);
+    await w.processed(paid.event_id);
+    const refund = envelope("invoice.refunded", inv);
+    await deliver(w.url, refund);
+    await eventually("both shipped", () => shippedFor(inv).length === 2, 60000);
+    const [first, second] = shippedFor(inv).sort((a, b) => a.at - b.at);
+    assert.equal(first.body.kind, "fulfilment");
+    assert.equal(second.body.kind, "revocation");
+    assert.equal(second.body.cause, refund.event_id);
+  } finally {
+    os.state.failNext = 0;
+    await w.close();
+  }
+});
+
+test("a fulfilment made before its order_ref is known waits, then goes out with it under the same id", async () => {
+  const w = await startWorker({ vars: VARS() });
+  try {
+    const inv = randomId("inv_");
+    await admin(w.url, "POST", `/resources/${inv}/transition`, { to: "paid", reason: "marked paid during the outage" });
+    const [waiting] = (await admin(w.url, "GET", `/resources/${inv}`)).json.effects;
+    assert.equal(waiting.dispatch, "pending");
+    assert.equal(waiting.awaiting_order_ref, true);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(shippedFor(inv).length, 0, "not sent without its order_ref");
+    const real = envelope("invoice.paid", inv, { data: { order_ref: "order_late_1" } });
+    await deliver(w.url, real);
+    assert.equal((await w.processed(real.event_id)).outcome, "stale");
+    const [shipped] = await eventually("shipped with its order_ref", () => shippedFor(inv).length === 1 && shippedFor(inv));
+    assert.equal(shipped.id, waiting.id);
+    assert.equal(shipped.body.order_ref, "order_late_1");
+  } finally {
+    await w.close();
+  }
+});
+
+test("no ORDER_SYSTEM_URL: effects stay pending in the feed, oldest first, cursor-paged, filtered", async () => {
+  const w = await startWorker({ vars: { ORDER_SYSTEM_URL: "" } });
+  try {
+    const invoices = Array.from({ length: 5 }, () => randomId("inv_"));
+    for (const inv of invoices) {
+      const e = envelope("invoice.paid", inv);
+      await deliver(w.url, e);
+      await w.processed(e.event_id);
+    }
+    const wdr = randomId("wdr_");
+    const s = envelope("withdrawal.completed", wdr);
+    await deliver(w.url, s);
+    await w.processed(s.event_id);
+    const seen = [];
+    let cursor;
+    for (let i = 0; i < 10; i++) {
+      const page = (await admin(w.url, "GET", `/effects?limit=2${cursor ? `&cursor=${cursor}` : ""}`)).json;
+      seen.push(...page.data);
+      if (!page.has_more) break;
+      cursor = page.next_cursor;
+    }
+    assert.deepEqual(seen.map((e) => e.resource_id), [...invoices, wdr], "oldest first, every one once");
+    assert.ok(seen.every((e) => e.dispatch === "pending" && /^eff_/.test(e.id)));
+    const settlements = (await admin(w.url, "GET", "/effects?kind=settlement")).json.data;
+    assert.deepEqual(settlements.map((e) => e.resource_id), [wdr]);
+    assert.equal((await admin(w.url, "GET", "/effects?dispatch=delivered")).json.data.length, 0);
+    assert.equal((await admin(w.url, "GET", "/effects?dispatch=sent")).status, 400);
+    assert.equal((await admin(w.url, "GET", "/effects?kind=refund")).status, 400);
+    assert.equal((await admin(w.url, "GET", "/effects?cursor=abc")).status, 400);
+  } finally {
+    await w.close();
+  }
+});
+
+test("SIGKILL of the runtime while the dispatcher is mid-request: the effect is delivered after restart", async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), "paymos-effects-kill-"));
+  const port = await freePort();
+  const vars = JSON.stringify({ ...VARS(), SWEEP_AFTER_SECONDS: "1" });
+  const serve = () =>
+    new Promise((resolve, reject) => {
+      const p = spawn(process.execPath, [path.join(ROOT, "tests/helpers/serve.mjs"), dir, String(port), vars], {
+        env: { ...process.env, CRON_EVERY_MS: "1000" },
+        stdio: ["ignore", "pipe", "inherit"],
+        detached: true, // its own process group: SIGKILL takes workerd down with it
+      });
+      let out = "";
+      p.stdout.on("data", (c) => {
+        out += c;
+        if (out.includes("READY ")) resolve({ p, url: /READY (\S+)/.exec(out)[1] });
+      });
+      p.once("exit", (code) => reject(new Error(`serve exited ${code}`)));
+    });
+  let proc;
+  try {
+    os.state.hang = true;
+    const first = await serve();
+    proc = first.p;
+    const inv = randomId("inv_");
+    await deliver(first.url, envelope("invoice.paid", inv));
+    await eventually("the dispatcher's request to arrive", () => os.state.received.some((e) => e.body?.resource_id === inv), 30000);
+    const exited = new Promise((r) => proc.once("exit", r));
+    process.kill(-proc.pid, "SIGKILL");
+    await exited;
+    proc = undefined;
+    os.state.hang = false;
+    const second = await serve();
+    proc = second.p;
+    await eventually("delivered after the restart", () => shippedFor(inv).length === 1, 60000);
+  } finally {
+    os.state.hang = false;
+    if (proc) {
+      const exited = new Promise((r) => proc.once("exit", r));
+      process.kill(-proc.pid, "SIGTERM");
+      await exited;
+    }
+    await rm(dir, { recursive: true, force: true });
+  }
+});
