@@ -1,0 +1,186 @@
+//! Deterministic simulation of the receiver's exactly-once protocol.
+//!
+//! Each seed builds a small world (a few resources, the provider's events for them fanned
+//! out to several endpoints), runs the Worker's protocol against an in-process SQLite with
+//! the repository's migrations, executing only the core's shared statements
+//! (`paymos_core::statements`) and the core's plan (`paymos_core::machine::plan`), and
+//! interleaves every actor (sender, receiver, queue, consumers, dead-letter consumer,
+//! sweeper, operators, reconciliation) step by step from the seed while D1, the queue and the
+//! consumers fail as the platform allows. Invariants are checked after every step and at
+//! quiescence. See README.md.
+
+pub mod clock;
+pub mod db;
+pub mod rng;
+pub mod sim;
+pub mod world;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use paymos_core::{ResourceKind, State, TransitionPlan};
+
+pub use db::{Db, Edits, Fault};
+
+/// Deliberate defects, for the tests that prove the simulator has teeth. Production
+/// behaviour is `Mutations::default()`: no hook set.
+#[derive(Clone, Copy, Default)]
+pub struct Mutations {
+    /// Schema and statement-text edits.
+    pub edits: Edits,
+    /// Replaces `paymos_core::machine::plan`.
+    pub plan: Option<fn(ResourceKind, State) -> Option<TransitionPlan>>,
+    /// What the dead-letter consumer binds as MARK_DEAD's generation, given the message's.
+    pub dead_letter_generation: Option<fn(Option<i64>) -> Option<i64>>,
+}
+
+#[derive(Clone, Copy, Default)]
+pub struct Options {
+    pub mutations: Mutations,
+    /// Keep every trace line (`--trace`), not only the last ones.
+    pub keep_trace: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub steps: usize,
+    pub deliveries: usize,
+    pub requests: usize,
+    pub messages: usize,
+    pub applied: usize,
+    pub stale: usize,
+    pub dead_lettered: usize,
+    pub dead_at_drain: usize,
+    pub replays: usize,
+    pub provider_replays: usize,
+    pub manual: usize,
+    pub reconciled: usize,
+    pub swept: usize,
+    pub crashes: usize,
+    pub refund_overtaken: usize,
+    pub sim_seconds: i64,
+}
+
+impl Stats {
+    fn add(&mut self, o: &Stats) {
+        self.steps += o.steps;
+        self.deliveries += o.deliveries;
+        self.requests += o.requests;
+        self.messages += o.messages;
+        self.applied += o.applied;
+        self.stale += o.stale;
+        self.dead_lettered += o.dead_lettered;
+        self.dead_at_drain += o.dead_at_drain;
+        self.replays += o.replays;
+        self.provider_replays += o.provider_replays;
+        self.manual += o.manual;
+        self.reconciled += o.reconciled;
+        self.swept += o.swept;
+        self.crashes += o.crashes;
+        self.refund_overtaken += o.refund_overtaken;
+        self.sim_seconds += o.sim_seconds;
+    }
+}
+
+/// One seed's run.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub seed: u64,
+    /// Fingerprint of the whole run: every trace line and the final database.
+    pub hash: u64,
+    pub violations: Vec<String>,
+    /// The last actions before the end (or the violation).
+    pub trace_tail: Vec<String>,
+    /// Every action, with `Options::keep_trace`.
+    pub trace: Vec<String>,
+    pub stats: Stats,
+}
+
+impl Report {
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// What a failure prints: the seed, the violations, the last actions, how to replay it.
+    pub fn failure_text(&self) -> String {
+        let mut s = format!("seed {} FAILED:\n", self.seed);
+        for v in &self.violations {
+            s += &format!("  violation: {v}\n");
+        }
+        s += &format!("last {} actions:\n", self.trace_tail.len());
+        for l in &self.trace_tail {
+            s += &format!("  {l}\n");
+        }
+        s += &format!(
+            "replay: cargo run --release -p paymos-sim -- --seed {} --trace\n",
+            self.seed
+        );
+        s
+    }
+}
+
+/// Runs one seed.
+pub fn run_seed(seed: u64, opts: &Options) -> Report {
+    let mut report = sim::Sim::new(seed, opts).run();
+    report.seed = seed;
+    report
+}
+
+/// Many seeds.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub seeds: u64,
+    pub stats: Stats,
+    /// The failing seeds found (the lowest first), with their reports.
+    pub failures: Vec<Report>,
+    pub elapsed: Duration,
+}
+
+/// Runs seeds `from..from + n` on `threads` threads. With `stop_at_first`, stops handing out
+/// seeds once one fails (the seeds already running finish).
+pub fn run_many(from: u64, n: u64, threads: usize, opts: &Options, stop_at_first: bool) -> Summary {
+    let started = Instant::now();
+    let next = AtomicU64::new(from);
+    let stop = AtomicBool::new(false);
+    let out = Mutex::new(Summary::default());
+    let end = from.saturating_add(n);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| {
+                let mut local = Summary::default();
+                loop {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let seed = next.fetch_add(1, Ordering::Relaxed);
+                    if seed >= end {
+                        break;
+                    }
+                    let report = run_seed(seed, opts);
+                    local.seeds += 1;
+                    local.stats.add(&report.stats);
+                    if !report.ok() {
+                        if stop_at_first {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                        local.failures.push(report);
+                    }
+                }
+                let mut o = out.lock().expect("summary lock");
+                o.seeds += local.seeds;
+                o.stats.add(&local.stats);
+                o.failures.extend(local.failures);
+            });
+        }
+    });
+    let mut summary = out.into_inner().expect("summary lock");
+    summary.failures.sort_by_key(|r| r.seed);
+    summary.elapsed = started.elapsed();
+    summary
+}
+
+/// Threads to use by default: the machine's cores.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}

@@ -1,0 +1,118 @@
+//! `paymos-sim --seeds N [--from S] [--threads T]` / `paymos-sim --seed S --trace`
+
+use std::process::ExitCode;
+
+use paymos_sim::{default_threads, run_many, run_seed, Options};
+
+const USAGE: &str = "usage: paymos-sim [--seeds N] [--from S] [--threads T] [--keep-going]\n       \
+                     paymos-sim --seed S [--trace]";
+
+fn main() -> ExitCode {
+    let mut seeds: u64 = 1000;
+    let mut from: u64 = 0;
+    let mut one: Option<u64> = None;
+    let mut trace = false;
+    let mut threads = default_threads();
+    let mut keep_going = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut num = |name: &str| -> Option<u64> {
+            let v = args.next().and_then(|v| v.replace('_', "").parse().ok());
+            if v.is_none() {
+                eprintln!("{name} needs a number\n{USAGE}");
+            }
+            v
+        };
+        match a.as_str() {
+            "--seeds" => match num("--seeds") {
+                Some(v) => seeds = v,
+                None => return ExitCode::from(2),
+            },
+            "--from" => match num("--from") {
+                Some(v) => from = v,
+                None => return ExitCode::from(2),
+            },
+            "--seed" => match num("--seed") {
+                Some(v) => one = Some(v),
+                None => return ExitCode::from(2),
+            },
+            "--threads" => match num("--threads") {
+                Some(v) => threads = v.max(1) as usize,
+                None => return ExitCode::from(2),
+            },
+            "--trace" => trace = true,
+            "--keep-going" => keep_going = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => {
+                eprintln!("unknown argument {other}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let opts = Options {
+        keep_trace: trace,
+        ..Options::default()
+    };
+    if let Some(seed) = one {
+        let started = std::time::Instant::now();
+        let report = run_seed(seed, &opts);
+        if trace {
+            for line in &report.trace {
+                println!("{line}");
+            }
+        }
+        let s = &report.stats;
+        println!(
+            "seed {seed}: {} steps, {} deliveries, {} simulated s, hash {:016x}, {:.1} ms",
+            s.steps,
+            s.deliveries,
+            s.sim_seconds,
+            report.hash,
+            started.elapsed().as_secs_f64() * 1000.0
+        );
+        if report.ok() {
+            println!("ok");
+            return ExitCode::SUCCESS;
+        }
+        eprint!("{}", report.failure_text());
+        return ExitCode::FAILURE;
+    }
+    let summary = run_many(from, seeds, threads, &opts, !keep_going);
+    let s = &summary.stats;
+    let secs = summary.elapsed.as_secs_f64();
+    println!(
+        "{} seeds ({}..{}) on {threads} thread(s) in {secs:.1} s ({:.0} seeds/s): {} steps, \
+         {} deliveries, {} requests, {} messages, {} applied, {} stale, {} dead-lettered, \
+         {} replays, {} manual, {} reconciled, {} crashes",
+        summary.seeds,
+        from,
+        from + summary.seeds,
+        summary.seeds as f64 / secs.max(1e-9),
+        s.steps,
+        s.deliveries,
+        s.requests,
+        s.messages,
+        s.applied,
+        s.stale,
+        s.dead_lettered,
+        s.replays,
+        s.manual,
+        s.reconciled,
+        s.crashes
+    );
+    if summary.failures.is_empty() {
+        println!("ok: no invariant violated");
+        return ExitCode::SUCCESS;
+    }
+    for f in &summary.failures {
+        eprint!("{}", f.failure_text());
+    }
+    eprintln!(
+        "FAILED seeds: {:?}",
+        summary.failures.iter().map(|r| r.seed).collect::<Vec<_>>()
+    );
+    ExitCode::FAILURE
+}

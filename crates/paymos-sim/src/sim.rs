@@ -1,0 +1,1928 @@
+//! One seed: the actors, the scheduler that interleaves them step by step, the faults, and
+//! the invariants checked after every step and at quiescence.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use paymos_core::ladder::{consumer_retry_delay, ATTEMPT_OFFSETS_SECONDS};
+use paymos_core::machine::{decide, state_of, Decision};
+use paymos_core::statements::{self as st, Arg, Bound, TransitionRequest};
+use paymos_core::{
+    license_code, parse_envelope, plan, CauseKind, EffectKind, Outcome, ResourceKind, State,
+    TransitionPlan,
+};
+
+use crate::clock;
+use crate::db::{Db, Exec, Fault};
+use crate::rng::Rng;
+use crate::world::{self, World};
+use crate::{Options, Report, Stats};
+
+/// wrangler.toml: `max_retries = 5` on the deliveries queue.
+pub const MAX_RETRIES: u32 = 5;
+/// The dead-letter queue's consumer has no `max_retries` of its own: the platform's default.
+pub const DLQ_MAX_RETRIES: u32 = 3;
+/// `QUEUE_RETRY_BASE_SECONDS`.
+pub const RETRY_BASE_SECONDS: u32 = 10;
+/// `SWEEP_AFTER_SECONDS`, and the cron's period.
+pub const SWEEP_AFTER_SECONDS: i64 = 300;
+pub const CRON_MS: i64 = 300_000;
+const TRACE_TAIL: usize = 60;
+const CHAOS_MAX_STEPS: usize = 6_000;
+const DRAIN_MAX_STEPS: usize = 30_000;
+
+pub const LIVEMODE_MISMATCH: &str = "livemode_mismatch";
+pub const UNKNOWN_EVENT_TYPE: &str = "unknown_event_type";
+const RECONCILIATION_CAUSE: &str = "paid at the provider, no invoice.paid delivery on record";
+
+/// The seed's world parameters ("swarm testing": each seed turns each fault up or off).
+#[derive(Debug, Clone)]
+struct Knobs {
+    consumers: usize,
+    p_d1: f64,
+    p_after_commit: f64,
+    outages: Vec<(i64, i64)>,
+    p_crash: f64,
+    p_send_fail: f64,
+    p_dup: f64,
+    p_reply_lost: f64,
+    ladder_divisor: i64,
+    sweep_chunk: i64,
+    sweep_max_chunks: u32,
+}
+
+impl Knobs {
+    fn draw(rng: &mut Rng, start: i64) -> Knobs {
+        let n_outages = rng.below(3);
+        let outages = (0..n_outages)
+            .map(|_| {
+                let s = start + rng.below(900_000) as i64;
+                let len = match rng.below(3) {
+                    0 => rng.range(5_000, 60_000),
+                    1 => rng.range(60_000, 600_000),
+                    _ => rng.range(600_000, 1_800_000),
+                } as i64;
+                (s, s + len)
+            })
+            .collect();
+        Knobs {
+            consumers: rng.range(1, 4) as usize,
+            p_d1: *rng.pick(&[0.0, 0.02, 0.08, 0.2]),
+            p_after_commit: *rng.pick(&[0.0, 0.01, 0.05]),
+            outages,
+            p_crash: *rng.pick(&[0.0, 0.02, 0.08]),
+            p_send_fail: *rng.pick(&[0.0, 0.1, 0.3]),
+            p_dup: *rng.pick(&[0.0, 0.05, 0.2]),
+            p_reply_lost: *rng.pick(&[0.0, 0.1, 0.3]),
+            ladder_divisor: *rng.pick(&[15, 60, 240]),
+            sweep_chunk: rng.range(1, 4) as i64,
+            sweep_max_chunks: rng.range(1, 3) as u32,
+        }
+    }
+}
+
+/// A queue message: `{event_id, generation}` plus what the platform keeps about it.
+#[derive(Debug, Clone)]
+struct Msg {
+    d: usize,
+    generation: Option<i64>,
+    /// `message.attempts`: 1 on the first delivery.
+    attempts: u32,
+    visible_at: i64,
+}
+
+/// The sender's progress on one delivery (one endpoint's copy of one event).
+#[derive(Debug, Clone)]
+struct Sender {
+    /// Attempts started so far.
+    attempts: usize,
+    first_at: i64,
+    next_at: Option<i64>,
+    acked: bool,
+    /// Times the provider's operator re-sent it after the 11 attempts failed.
+    provider_replays: u32,
+}
+
+#[derive(Debug)]
+enum Recv {
+    Insert,
+    Send,
+    Reply,
+}
+
+#[derive(Debug)]
+struct Parsed {
+    kind: ResourceKind,
+    to: State,
+    resource_id: String,
+    order_ref: Option<String>,
+    amount: Option<String>,
+    currency: Option<String>,
+}
+
+#[derive(Debug)]
+enum Cons {
+    Load,
+    Ignore(&'static str),
+    Transition(Parsed),
+    Ack,
+    Fail(String),
+}
+
+#[derive(Debug)]
+enum Actor {
+    Receive { d: usize, phase: Recv },
+    Consume { msg: Msg, phase: Cons },
+    DeadLetter { msg: Msg, marked: bool },
+    Sweep { claimed: Option<Vec<(usize, i64)>>, chunks: u32 },
+    Replay { d: Option<usize>, generation: Option<i64> },
+    Manual { r: usize, to: State, order_ref: bool },
+    Reconcile { missing: Option<VecDeque<usize>> },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Replay,
+    Manual,
+    Reconcile,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Cand {
+    Actor(usize),
+    Receive(usize),
+    Consume,
+    DeadLetter,
+    Sweep,
+    Op,
+}
+
+/// What the checker knows of a delivery row.
+#[derive(Debug, Clone, PartialEq)]
+struct Snap {
+    processed: bool,
+    outcome: Option<String>,
+    generation: i64,
+    replays: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct DModel {
+    snap: Option<Snap>,
+    /// Generations for which a message exhausted its retries (went to the dead-letter queue).
+    exhausted: BTreeSet<i64>,
+    /// An operator's replay (its generation) not yet decided.
+    pending_replay: Option<i64>,
+    /// The generation of each committed transaction whose guarded write won for it.
+    applied_gens: Vec<i64>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct RModel {
+    /// Committed transactions whose guarded write won.
+    applied: usize,
+    order_ref: Option<String>,
+    fulfilment_license: Option<String>,
+    touched_by_operator: bool,
+}
+
+/// Why a delivery row may have changed in this step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Who {
+    Insert,
+    Batch { outcome: Outcome, applied: bool },
+    Ignore,
+    MarkDead,
+    Reset,
+    Failure,
+}
+
+/// The state the checker reads just before a transaction (nothing runs in between).
+struct Pre {
+    status: Option<State>,
+    effects: Vec<EffectKind>,
+    generation: Option<i64>,
+}
+
+pub struct Sim<'o> {
+    opts: &'o Options,
+    world: World,
+    k: Knobs,
+    db: Db,
+    rng: Rng,
+    frng: Rng,
+    start: i64,
+    chaos: bool,
+    chaos_end: i64,
+    senders: Vec<Sender>,
+    in_flight: Vec<usize>,
+    queue: Vec<Msg>,
+    dlq: Vec<Msg>,
+    actors: Vec<Actor>,
+    consumers_busy: usize,
+    dlq_busy: bool,
+    sweeper_busy: bool,
+    next_cron: i64,
+    ops: Vec<(i64, Op)>,
+    dm: Vec<DModel>,
+    rm: Vec<RModel>,
+    by_event: BTreeMap<String, usize>,
+    by_resource: BTreeMap<String, usize>,
+    touched_r: BTreeSet<usize>,
+    touched_d: Vec<(usize, Who)>,
+    trace_tail: VecDeque<String>,
+    trace_all: Vec<String>,
+    hash: u64,
+    steps: usize,
+    stats: Stats,
+    violations: Vec<String>,
+}
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    h
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl<'o> Sim<'o> {
+    pub fn new(seed: u64, opts: &'o Options) -> Sim<'o> {
+        let start = clock::EPOCH_MS;
+        clock::set_now_ms(start);
+        let mut root = Rng::new(seed);
+        let mut wrng = root.fork();
+        let mut krng = root.fork();
+        let rng = root.fork();
+        let frng = root.fork();
+        let world = world::generate(&mut wrng, start);
+        let k = Knobs::draw(&mut krng, start);
+        let db = Db::open(opts.mutations.edits).expect("schema applies");
+        let last_emit = world
+            .resources
+            .iter()
+            .flat_map(|r| r.events.iter().map(|e| e.emit_at))
+            .max()
+            .unwrap_or(start);
+        let ladder_span = ATTEMPT_OFFSETS_SECONDS[ATTEMPT_OFFSETS_SECONDS.len() - 1] as i64 * 1000
+            / k.ladder_divisor;
+        let outage_end = k.outages.iter().map(|(_, e)| *e).max().unwrap_or(start);
+        let chaos_end = (last_emit + ladder_span).max(outage_end) + 60_000;
+        let senders = world
+            .deliveries
+            .iter()
+            .map(|d| {
+                let at = world.resources[d.resource].events[d.event].emit_at
+                    + krng.below(5_000) as i64;
+                Sender {
+                    attempts: 0,
+                    first_at: at,
+                    next_at: Some(at),
+                    acked: false,
+                    provider_replays: 0,
+                }
+            })
+            .collect();
+        // operators and reconciliation at random moments of the chaos
+        let mut ops = Vec::new();
+        for _ in 0..krng.below(7) {
+            let at = start + krng.below((chaos_end - start) as u64) as i64;
+            let op = match krng.weighted(&[5, 3, 1]) {
+                0 => Op::Replay,
+                1 => Op::Manual,
+                _ => Op::Reconcile,
+            };
+            ops.push((at, op));
+        }
+        ops.sort_by_key(|(t, _)| *t);
+        let by_event = world
+            .deliveries
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.event_id.clone(), i))
+            .collect();
+        let by_resource = world
+            .resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.clone(), i))
+            .collect();
+        let n_d = world.deliveries.len();
+        let n_r = world.resources.len();
+        let mut sim = Sim {
+            opts,
+            world,
+            k,
+            db,
+            rng,
+            frng,
+            start,
+            chaos: true,
+            chaos_end,
+            senders,
+            in_flight: Vec::new(),
+            queue: Vec::new(),
+            dlq: Vec::new(),
+            actors: Vec::new(),
+            consumers_busy: 0,
+            dlq_busy: false,
+            sweeper_busy: false,
+            next_cron: start + CRON_MS,
+            ops,
+            dm: vec![DModel::default(); n_d],
+            rm: vec![RModel::default(); n_r],
+            by_event,
+            by_resource,
+            touched_r: BTreeSet::new(),
+            touched_d: Vec::new(),
+            trace_tail: VecDeque::new(),
+            trace_all: Vec::new(),
+            hash: 0xcbf2_9ce4_8422_2325,
+            steps: 0,
+            stats: Stats::default(),
+            violations: Vec::new(),
+        };
+        sim.trace(format!(
+            "world: {} resources, {} deliveries over {} endpoint(s); knobs {:?}",
+            sim.world.resources.len(),
+            n_d,
+            sim.world.endpoints,
+            sim.k
+        ));
+        for r in &sim.world.resources.clone() {
+            let evs: Vec<String> = r
+                .events
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{}@+{}s{}",
+                        e.event_type,
+                        (e.emit_at - start) / 1000,
+                        if e.subscribed { "" } else { "(unsubscribed)" }
+                    )
+                })
+                .collect();
+            sim.trace(format!(
+                "  {} {}: {}",
+                r.id,
+                if r.live { "live" } else { "test-mode" },
+                evs.join(", ")
+            ));
+        }
+        sim
+    }
+
+    fn now(&self) -> i64 {
+        clock::now_ms()
+    }
+
+    fn trace(&mut self, line: String) {
+        let line = format!("[{:>8.3}s] {line}", (self.now() - self.start) as f64 / 1000.0);
+        self.hash = fnv(self.hash, line.as_bytes());
+        self.hash = fnv(self.hash, b"\n");
+        if self.opts.keep_trace {
+            self.trace_all.push(line.clone());
+        }
+        if self.trace_tail.len() == TRACE_TAIL {
+            self.trace_tail.pop_front();
+        }
+        self.trace_tail.push_back(line);
+    }
+
+    fn violation(&mut self, v: String) {
+        self.trace(format!("VIOLATION: {v}"));
+        self.violations.push(v);
+    }
+
+    fn eid(&self, d: usize) -> &str {
+        &self.world.deliveries[d].event_id
+    }
+
+    // ------------------------------------------------------------------ faults
+
+    fn in_outage(&self) -> bool {
+        let now = self.now();
+        self.chaos && self.k.outages.iter().any(|(s, e)| (*s..*e).contains(&now))
+    }
+
+    fn fault_read(&mut self) -> Fault {
+        if !self.chaos {
+            return Fault::None;
+        }
+        if self.in_outage() || self.frng.chance(self.k.p_d1) {
+            Fault::Before
+        } else {
+            Fault::None
+        }
+    }
+
+    fn fault_write(&mut self) -> Fault {
+        if !self.chaos {
+            return Fault::None;
+        }
+        if self.in_outage() || self.frng.chance(self.k.p_d1) {
+            Fault::Before
+        } else if self.frng.chance(self.k.p_after_commit) {
+            Fault::AfterCommit
+        } else {
+            Fault::None
+        }
+    }
+
+    fn fault_batch(&mut self, n: usize) -> Fault {
+        if !self.chaos {
+            return Fault::None;
+        }
+        if self.in_outage() {
+            Fault::Before
+        } else if self.frng.chance(self.k.p_d1) {
+            Fault::At(self.frng.below(n as u64) as usize)
+        } else if self.frng.chance(self.k.p_after_commit) {
+            Fault::AfterCommit
+        } else {
+            Fault::None
+        }
+    }
+
+    fn crash(&mut self) -> bool {
+        self.chaos && self.frng.chance(self.k.p_crash)
+    }
+
+    /// A queue send: `Ok` (enqueued), or an error, after which the message may or may not
+    /// have been enqueued (the caller cannot tell).
+    fn send(&mut self, msgs: Vec<Msg>) -> Result<(), ()> {
+        let fails = self.chaos && self.frng.chance(self.k.p_send_fail);
+        let enqueued = !fails || self.frng.chance(0.5);
+        if enqueued {
+            for m in msgs {
+                self.stats.messages += 1;
+                if self.chaos && self.frng.chance(self.k.p_dup) {
+                    // at least once: the platform may deliver a message twice
+                    let mut copy = m.clone();
+                    copy.visible_at += self.frng.below(20_000) as i64;
+                    self.queue.push(copy);
+                }
+                self.queue.push(m);
+            }
+        }
+        if fails {
+            Err(())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn new_msg(&self, d: usize, generation: Option<i64>) -> Msg {
+        Msg {
+            d,
+            generation,
+            attempts: 1,
+            visible_at: self.now(),
+        }
+    }
+
+    /// `message.retry({delaySeconds})`, or a consumer that died holding it: another attempt,
+    /// or the dead-letter queue once `max_retries` are spent.
+    fn retry(&mut self, mut msg: Msg, delay_ms: i64) {
+        if msg.attempts > MAX_RETRIES {
+            let g = msg.generation.unwrap_or(-1);
+            self.dm[msg.d].exhausted.insert(g);
+            self.stats.dead_lettered += 1;
+            self.trace(format!(
+                "queue: {} gen {:?} exhausted {} attempts → dead-letter queue",
+                self.eid(msg.d),
+                msg.generation,
+                msg.attempts
+            ));
+            let mut dl = self.new_msg(msg.d, msg.generation);
+            dl.visible_at += self.frng.below(5_000) as i64;
+            self.dlq.push(dl);
+        } else {
+            msg.attempts += 1;
+            msg.visible_at = self.now() + delay_ms;
+            self.queue.push(msg);
+        }
+    }
+
+    // ------------------------------------------------------------------ scheduler
+
+    fn candidates(&self) -> Vec<Cand> {
+        let now = self.now();
+        let mut c: Vec<Cand> = (0..self.actors.len()).map(Cand::Actor).collect();
+        for (d, s) in self.senders.iter().enumerate() {
+            if !s.acked && s.next_at.is_some_and(|t| t <= now) {
+                c.push(Cand::Receive(d));
+            }
+        }
+        if self.consumers_busy < self.k.consumers && self.queue.iter().any(|m| m.visible_at <= now)
+        {
+            c.push(Cand::Consume);
+        }
+        if !self.dlq_busy && self.dlq.iter().any(|m| m.visible_at <= now) {
+            c.push(Cand::DeadLetter);
+        }
+        if !self.sweeper_busy && now >= self.next_cron {
+            c.push(Cand::Sweep);
+        }
+        if self.ops.first().is_some_and(|(t, _)| *t <= now) {
+            c.push(Cand::Op);
+        }
+        c
+    }
+
+    fn next_time(&self) -> Option<i64> {
+        let senders = self
+            .senders
+            .iter()
+            .filter(|s| !s.acked)
+            .filter_map(|s| s.next_at);
+        let msgs = self.queue.iter().chain(&self.dlq).map(|m| m.visible_at);
+        let ops = self.ops.iter().map(|(t, _)| *t);
+        senders
+            .chain(msgs)
+            .chain(ops)
+            .chain(std::iter::once(self.next_cron))
+            .chain(self.chaos.then_some(self.chaos_end))
+            .min()
+    }
+
+    fn step(&mut self) -> bool {
+        let cands = self.candidates();
+        if cands.is_empty() {
+            let Some(t) = self.next_time() else {
+                return false;
+            };
+            clock::set_now_ms(t.max(self.now() + 1));
+            return true;
+        }
+        let pick = *self.rng.pick(&cands);
+        self.steps += 1;
+        match pick {
+            Cand::Actor(i) => {
+                let actor = self.actors.swap_remove(i);
+                self.advance(actor);
+            }
+            Cand::Receive(d) => self.start_receive(d),
+            Cand::Consume => {
+                let now = self.now();
+                let visible: Vec<usize> = (0..self.queue.len())
+                    .filter(|i| self.queue[*i].visible_at <= now)
+                    .collect();
+                // any visible message, not the oldest: the queue does not promise order
+                let i = *self.rng.pick(&visible);
+                let msg = self.queue.swap_remove(i);
+                self.consumers_busy += 1;
+                self.advance(Actor::Consume {
+                    msg,
+                    phase: Cons::Load,
+                });
+            }
+            Cand::DeadLetter => {
+                let now = self.now();
+                let i = (0..self.dlq.len())
+                    .find(|i| self.dlq[*i].visible_at <= now)
+                    .expect("a visible dead letter");
+                let msg = self.dlq.remove(i);
+                self.dlq_busy = true;
+                self.advance(Actor::DeadLetter { msg, marked: false });
+            }
+            Cand::Sweep => {
+                self.next_cron += CRON_MS * ((self.now() - self.next_cron) / CRON_MS + 1);
+                self.sweeper_busy = true;
+                self.advance(Actor::Sweep {
+                    claimed: None,
+                    chunks: 1,
+                });
+            }
+            Cand::Op => {
+                let (_, op) = self.ops.remove(0);
+                self.start_op(op);
+            }
+        }
+        self.check_touched();
+        let dt = self.rng.below(1_500) as i64;
+        clock::set_now_ms(self.now() + dt);
+        true
+    }
+
+    fn start_receive(&mut self, d: usize) {
+        let s = &mut self.senders[d];
+        let n = s.attempts;
+        s.attempts += 1;
+        // the next rung starts whether or not this one answers in time
+        s.next_at = ATTEMPT_OFFSETS_SECONDS
+            .get(s.attempts)
+            .map(|off| s.first_at + *off as i64 * 1000 / self.k.ladder_divisor);
+        self.stats.requests += 1;
+        self.trace(format!("sender: {} attempt {}", self.eid(d), n + 1));
+        self.in_flight.push(d);
+        self.advance(Actor::Receive {
+            d,
+            phase: Recv::Insert,
+        });
+    }
+
+    fn start_op(&mut self, op: Op) {
+        match op {
+            Op::Replay => self.advance(Actor::Replay {
+                d: None,
+                generation: None,
+            }),
+            Op::Manual => {
+                // operators work on the live resources their dashboard shows
+                let live: Vec<usize> = (0..self.world.resources.len())
+                    .filter(|r| self.world.resources[*r].live)
+                    .collect();
+                if live.is_empty() {
+                    return;
+                }
+                let r = *self.rng.pick(&live);
+                let kind = self.world.resources[r].kind;
+                let to = match kind {
+                    ResourceKind::Invoice => *self.rng.pick(&[
+                        State::Paid,
+                        State::Paid,
+                        State::Paid,
+                        State::Overpaid,
+                        State::Expired,
+                        State::Failed,
+                        State::Confirming,
+                        State::PartiallyPaid,
+                    ]),
+                    ResourceKind::Withdrawal => {
+                        *self.rng.pick(&[State::Completed, State::Failed, State::Processing])
+                    }
+                    ResourceKind::Deposit => *self.rng.pick(&[State::Confirmed, State::Failed]),
+                };
+                let order_ref = self.rng.chance(0.5);
+                self.advance(Actor::Manual { r, to, order_ref });
+            }
+            Op::Reconcile => self.advance(Actor::Reconcile { missing: None }),
+        }
+    }
+
+    // ------------------------------------------------------------------ actors
+
+    fn advance(&mut self, actor: Actor) {
+        match actor {
+            Actor::Receive { d, phase } => self.receive(d, phase),
+            Actor::Consume { msg, phase } => self.consume(msg, phase),
+            Actor::DeadLetter { msg, marked } => self.dead_letter(msg, marked),
+            Actor::Sweep { claimed, chunks } => self.sweep(claimed, chunks),
+            Actor::Replay { d, generation } => self.replay(d, generation),
+            Actor::Manual { r, to, order_ref } => self.manual(r, to, order_ref),
+            Actor::Reconcile { missing } => self.reconcile(missing),
+        }
+    }
+
+    fn end_receive(&mut self, d: usize) {
+        if let Some(i) = self.in_flight.iter().position(|x| *x == d) {
+            self.in_flight.swap_remove(i);
+        }
+    }
+
+    /// `POST /webhooks/paymos` (verified): insert-or-nothing, enqueue if new, reply.
+    fn receive(&mut self, d: usize, phase: Recv) {
+        let id = self.eid(d).to_string();
+        match phase {
+            Recv::Insert => {
+                let w = &self.world.deliveries[d];
+                let res = &self.world.resources[w.resource];
+                let ev = &res.events[w.event];
+                let b = st::INSERT_DELIVERY.bind(vec![
+                    Arg::text(&w.event_id),
+                    Arg::text(&res.id),
+                    Arg::text(&ev.event_type),
+                    Arg::text(&w.body),
+                ]);
+                let b = own(b);
+                let fault = self.fault_write();
+                let ex = self.db.run(&b, fault);
+                if ex.committed {
+                    self.touched_d.push((d, Who::Insert));
+                }
+                match ex.result {
+                    Ok(rows) => {
+                        let new = !rows[0].is_empty();
+                        self.trace(format!(
+                            "receive: {id} insert → {}",
+                            if new { "new" } else { "duplicate" }
+                        ));
+                        if new && self.crash() {
+                            self.trace(format!(
+                                "receive: {id} worker died after the insert (no send, no reply)"
+                            ));
+                            self.end_receive(d);
+                            return;
+                        }
+                        let phase = if new { Recv::Send } else { Recv::Reply };
+                        self.actors.push(Actor::Receive { d, phase });
+                    }
+                    Err(e) => {
+                        self.trace(format!("receive: {id} insert failed ({e}) → 503"));
+                        self.end_receive(d);
+                    }
+                }
+            }
+            Recv::Send => {
+                let m = self.new_msg(d, Some(0));
+                let sent = self.send(vec![m]);
+                self.trace(format!(
+                    "receive: {id} enqueue {}",
+                    if sent.is_ok() { "ok" } else { "failed (logged; still 200)" }
+                ));
+                self.actors.push(Actor::Receive {
+                    d,
+                    phase: Recv::Reply,
+                });
+            }
+            Recv::Reply => {
+                self.end_receive(d);
+                if self.chaos && self.frng.chance(self.k.p_reply_lost) {
+                    self.trace(format!("receive: {id} 200 lost on the way (sender times out)"));
+                } else {
+                    self.senders[d].acked = true;
+                    self.senders[d].next_at = None;
+                    self.trace(format!("receive: {id} 200 reached the sender"));
+                }
+            }
+        }
+    }
+
+    fn consume(&mut self, msg: Msg, phase: Cons) {
+        let d = msg.d;
+        let id = self.eid(d).to_string();
+        if !matches!(phase, Cons::Transition(_)) && self.crash() {
+            self.consumer_crash(msg, &format!("{phase:?}"));
+            return;
+        }
+        match phase {
+            Cons::Load => {
+                let fault = self.fault_read();
+                let ex = self.db.run(&st::LOAD_DELIVERY.bind(vec![Arg::text(&id)]), fault);
+                let rows = match ex.result {
+                    Ok(mut r) => r.remove(0),
+                    Err(e) => return self.consume(msg, Cons::Fail(e)),
+                };
+                if rows.is_empty() {
+                    self.violation(format!("queue message names {id}, which is not on record"));
+                    return self.consume(msg, Cons::Ack);
+                }
+                if rows.text(0, "processed_at").is_some() {
+                    self.trace(format!(
+                        "consumer: {id} (msg gen {:?}, attempt {}) already processed",
+                        msg.generation, msg.attempts
+                    ));
+                    self.actors.push(Actor::Consume {
+                        msg,
+                        phase: Cons::Ack,
+                    });
+                    return;
+                }
+                let body = rows.text(0, "body").unwrap_or_default();
+                let env = match parse_envelope(body.as_bytes(), Some(&id)) {
+                    Ok(env) => env,
+                    Err(e) => {
+                        self.violation(format!("{id}: stored body does not parse: {e:?}"));
+                        return self.consume(msg, Cons::Fail("stored body does not parse".into()));
+                    }
+                };
+                let next = if !env.livemode {
+                    // the receiver runs in live mode (CONTRACT §8)
+                    Cons::Ignore(LIVEMODE_MISMATCH)
+                } else if let Some((kind, to)) = paymos_core::machine::target_state(&env.event_type)
+                {
+                    Cons::Transition(Parsed {
+                        kind,
+                        to,
+                        resource_id: env.resource_id.clone(),
+                        order_ref: env.data_str("order_ref").map(str::to_string),
+                        amount: env.data_str("amount").map(str::to_string),
+                        currency: env.data_str("currency").map(str::to_string),
+                    })
+                } else {
+                    Cons::Ignore(UNKNOWN_EVENT_TYPE)
+                };
+                self.trace(format!(
+                    "consumer: {id} (msg gen {:?}, attempt {}) loaded, unprocessed",
+                    msg.generation, msg.attempts
+                ));
+                self.actors.push(Actor::Consume { msg, phase: next });
+            }
+            Cons::Ignore(reason) => {
+                let fault = self.fault_write();
+                let ex = self.db.run(
+                    &st::MARK_IGNORED.bind(vec![Arg::text(&id), Arg::text(reason)]),
+                    fault,
+                );
+                if ex.committed {
+                    self.touched_d.push((d, Who::Ignore));
+                }
+                match ex.result {
+                    Ok(_) => {
+                        self.trace(format!("consumer: {id} ignored ({reason})"));
+                        self.actors.push(Actor::Consume {
+                            msg,
+                            phase: Cons::Ack,
+                        });
+                    }
+                    Err(e) => self.consume(msg, Cons::Fail(e)),
+                }
+            }
+            Cons::Transition(p) => {
+                let crash = self.crash();
+                let r = self.by_resource[&p.resource_id];
+                let result = self.transition(
+                    r,
+                    p.kind,
+                    p.to,
+                    p.order_ref.as_deref(),
+                    p.amount.as_deref(),
+                    p.currency.as_deref(),
+                    CauseKind::Event,
+                    &id,
+                    Some(d),
+                    crash,
+                );
+                if crash {
+                    return self.consumer_crash(msg, "inside the transition batch");
+                }
+                match result {
+                    Ok(()) => self.actors.push(Actor::Consume {
+                        msg,
+                        phase: Cons::Ack,
+                    }),
+                    Err(e) => self.consume(msg, Cons::Fail(e)),
+                }
+            }
+            Cons::Ack => {
+                self.consumers_busy -= 1;
+                if self.chaos && self.frng.chance(self.k.p_dup) {
+                    self.trace(format!("consumer: {id} acked, but the queue delivers it again"));
+                    let delay = self.frng.below(30_000) as i64;
+                    let mut m = msg;
+                    m.attempts += 1;
+                    m.visible_at = self.now() + delay;
+                    self.queue.push(m);
+                } else {
+                    self.trace(format!("consumer: {id} acked"));
+                }
+            }
+            Cons::Fail(error) => {
+                // best effort: D1 may be what is failing
+                let fault = self.fault_write();
+                let ex = self.db.run(
+                    &st::RECORD_FAILURE.bind(vec![Arg::text(&id), Arg::text(&error)]),
+                    fault,
+                );
+                if ex.committed {
+                    self.touched_d.push((d, Who::Failure));
+                }
+                let delay = consumer_retry_delay(RETRY_BASE_SECONDS, i64::from(msg.attempts));
+                self.trace(format!(
+                    "consumer: {id} failed ({error}); attempt {} → retry in {delay}s",
+                    msg.attempts
+                ));
+                self.consumers_busy -= 1;
+                self.retry(msg, i64::from(delay) * 1000);
+            }
+        }
+    }
+
+    fn consumer_crash(&mut self, msg: Msg, at: &str) {
+        self.stats.crashes += 1;
+        self.consumers_busy -= 1;
+        self.trace(format!(
+            "consumer: {} died ({at}); the message comes back",
+            self.eid(msg.d)
+        ));
+        let delay = self.frng.below(30_000) as i64;
+        self.retry(msg, delay);
+    }
+
+    fn dead_letter(&mut self, mut msg: Msg, marked: bool) {
+        let d = msg.d;
+        let id = self.eid(d).to_string();
+        let failed = |sim: &mut Self, msg: Msg, why: &str| {
+            sim.dlq_busy = false;
+            if msg.attempts > DLQ_MAX_RETRIES {
+                sim.trace(format!("dead-letter: {id} message dropped after {why}"));
+            } else {
+                let mut m = msg;
+                m.attempts += 1;
+                m.visible_at = sim.now() + i64::from(RETRY_BASE_SECONDS) * 1000;
+                sim.trace(format!("dead-letter: {id} {why}; retry"));
+                sim.dlq.push(m);
+            }
+        };
+        if self.crash() {
+            return failed(self, msg, "consumer died");
+        }
+        if marked {
+            self.dlq_busy = false;
+            self.trace(format!("dead-letter: {id} acked"));
+            if self.chaos && self.frng.chance(self.k.p_dup) {
+                msg.attempts += 1;
+                msg.visible_at = self.now() + self.frng.below(30_000) as i64;
+                self.dlq.push(msg);
+            }
+            return;
+        }
+        let generation = match self.opts.mutations.dead_letter_generation {
+            Some(f) => f(msg.generation),
+            None => msg.generation,
+        };
+        let fault = self.fault_write();
+        let ex = self.db.run(
+            &st::MARK_DEAD.bind(vec![Arg::text(&id), Arg::opt_int(generation)]),
+            fault,
+        );
+        if ex.committed {
+            self.touched_d.push((d, Who::MarkDead));
+        }
+        match ex.result {
+            Ok(rows) => {
+                self.trace(format!(
+                    "dead-letter: {id} gen {:?} → {}",
+                    msg.generation,
+                    if rows[0].is_empty() { "superseded (not marked)" } else { "marked dead" }
+                ));
+                self.actors.push(Actor::DeadLetter { msg, marked: true });
+            }
+            Err(e) => failed(self, msg, &e),
+        }
+    }
+
+    fn sweep(&mut self, claimed: Option<Vec<(usize, i64)>>, chunks: u32) {
+        match claimed {
+            None => {
+                let fault = self.fault_write();
+                let b = st::CLAIM_UNPROCESSED.bind(vec![
+                    Arg::Text(st::seconds_ago(SWEEP_AFTER_SECONDS).into()),
+                    Arg::Int(self.k.sweep_chunk),
+                ]);
+                let ex = self.db.run(&b, fault);
+                match ex.result {
+                    Ok(rows) => {
+                        let rows = &rows[0];
+                        let got: Vec<(usize, i64)> = (0..rows.rows.len())
+                            .map(|i| {
+                                let id = rows.text(i, "event_id").unwrap_or_default();
+                                (self.by_event[&id], rows.int(i, "generation").unwrap_or(-1))
+                            })
+                            .collect();
+                        self.trace(format!("sweeper: claimed {}", got.len()));
+                        if got.is_empty() {
+                            self.sweeper_busy = false;
+                        } else {
+                            self.actors.push(Actor::Sweep {
+                                claimed: Some(got),
+                                chunks,
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        self.trace(format!("sweeper: claim failed ({e})"));
+                        self.sweeper_busy = false;
+                    }
+                }
+            }
+            Some(rows) => {
+                let n = rows.len() as i64;
+                let msgs = rows.iter().map(|(d, g)| self.new_msg(*d, Some(*g))).collect();
+                let sent = self.send(msgs);
+                self.stats.swept += rows.len();
+                let names: Vec<String> = rows
+                    .iter()
+                    .map(|(d, g)| format!("{} gen {g}", self.eid(*d)))
+                    .collect();
+                self.trace(format!(
+                    "sweeper: send {} {}",
+                    names.join(", "),
+                    if sent.is_ok() { "ok" } else { "failed" }
+                ));
+                if sent.is_ok() && n == self.k.sweep_chunk && chunks < self.k.sweep_max_chunks {
+                    self.actors.push(Actor::Sweep {
+                        claimed: None,
+                        chunks: chunks + 1,
+                    });
+                } else {
+                    self.sweeper_busy = false;
+                }
+            }
+        }
+    }
+
+    /// An operator's replay: what the archive shows them (dead first, then deliveries that
+    /// keep failing, then any).
+    fn replay(&mut self, d: Option<usize>, generation: Option<i64>) {
+        match (d, generation) {
+            (None, _) => {
+                let on_record: Vec<usize> =
+                    (0..self.dm.len()).filter(|d| self.dm[*d].snap.is_some()).collect();
+                if on_record.is_empty() {
+                    return;
+                }
+                let dead: Vec<usize> = on_record
+                    .iter()
+                    .copied()
+                    .filter(|d| {
+                        self.dm[*d].snap.as_ref().unwrap().outcome.as_deref() == Some("dead")
+                    })
+                    .collect();
+                let d = if !dead.is_empty() && self.rng.chance(0.7) {
+                    *self.rng.pick(&dead)
+                } else {
+                    *self.rng.pick(&on_record)
+                };
+                let id = self.eid(d).to_string();
+                let fault = self.fault_write();
+                let ex = self.db.run(&st::RESET_FOR_REPLAY.bind(vec![Arg::text(&id)]), fault);
+                if ex.committed {
+                    self.touched_d.push((d, Who::Reset));
+                    self.stats.replays += 1;
+                }
+                match ex.result {
+                    Ok(rows) => {
+                        let g = rows[0].int(0, "generation");
+                        self.trace(format!("operator: replay {id} → generation {g:?}"));
+                        self.actors.push(Actor::Replay {
+                            d: Some(d),
+                            generation: g,
+                        });
+                    }
+                    Err(e) => self.trace(format!("operator: replay {id} failed ({e}) → 503")),
+                }
+            }
+            (Some(d), g) => {
+                let m = self.new_msg(d, g);
+                let sent = self.send(vec![m]);
+                self.trace(format!(
+                    "operator: replay {} enqueue {}",
+                    self.eid(d),
+                    if sent.is_ok() { "ok" } else { "failed (202, enqueued:false)" }
+                ));
+            }
+        }
+    }
+
+    fn manual(&mut self, r: usize, to: State, with_order_ref: bool) {
+        let res = self.world.resources[r].clone();
+        self.rm[r].touched_by_operator = true;
+        let order_ref = if with_order_ref { res.order_ref.as_deref() } else { None };
+        let reason = format!("人工核对 ops: marked {to} by hand");
+        let result = self.transition(
+            r,
+            res.kind,
+            to,
+            order_ref,
+            None,
+            None,
+            CauseKind::Manual,
+            &reason,
+            None,
+            false,
+        );
+        self.stats.manual += 1;
+        self.trace(format!(
+            "operator: transition {} → {to} (order_ref {order_ref:?}): {result:?}",
+            res.id
+        ));
+    }
+
+    fn reconcile(&mut self, missing: Option<VecDeque<usize>>) {
+        match missing {
+            None => {
+                let now = self.now();
+                let paid: Vec<usize> = (0..self.world.resources.len())
+                    .filter(|r| {
+                        let res = &self.world.resources[*r];
+                        res.live
+                            && res.kind == ResourceKind::Invoice
+                            && res.provider_state(now) == Some(State::Paid)
+                    })
+                    .collect();
+                if paid.is_empty() {
+                    self.trace("reconcile: the provider lists no paid invoice".into());
+                    return;
+                }
+                let ids: Vec<&str> = paid
+                    .iter()
+                    .map(|r| self.world.resources[*r].id.as_str())
+                    .collect();
+                let b = st::PAID_ON_RECORD.bind(vec![
+                    Arg::json_list(&ids),
+                    Arg::Text(st::seconds_ago(SWEEP_AFTER_SECONDS).into()),
+                ]);
+                let fault = self.fault_read();
+                let ex = self.db.run(&b, fault);
+                match ex.result {
+                    Ok(rows) => {
+                        let rows = &rows[0];
+                        let missing: VecDeque<usize> = (0..rows.rows.len())
+                            .filter(|i| rows.int(*i, "on_record") == Some(0))
+                            .map(|i| self.by_resource[&rows.text(i, "id").unwrap_or_default()])
+                            .collect();
+                        let names: Vec<&str> = missing
+                            .iter()
+                            .map(|r| self.world.resources[*r].id.as_str())
+                            .collect();
+                        self.trace(format!("reconcile: missing {names:?}"));
+                        if !missing.is_empty() {
+                            self.actors.push(Actor::Reconcile {
+                                missing: Some(missing),
+                            });
+                        }
+                    }
+                    Err(e) => self.trace(format!("reconcile: lookup failed ({e})")),
+                }
+            }
+            Some(mut missing) => {
+                let Some(r) = missing.pop_front() else {
+                    return;
+                };
+                let res = self.world.resources[r].clone();
+                let result = self.transition(
+                    r,
+                    ResourceKind::Invoice,
+                    State::Paid,
+                    res.order_ref.as_deref(),
+                    res.amount.as_deref(),
+                    res.currency.as_deref(),
+                    CauseKind::Reconciliation,
+                    RECONCILIATION_CAUSE,
+                    None,
+                    false,
+                );
+                self.stats.reconciled += 1;
+                self.trace(format!("reconcile: {} → paid: {result:?}", res.id));
+                if result.is_ok() && !missing.is_empty() {
+                    self.actors.push(Actor::Reconcile {
+                        missing: Some(missing),
+                    });
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ the transition
+
+    fn plan_for(&self, kind: ResourceKind, to: State) -> Option<TransitionPlan> {
+        match self.opts.mutations.plan {
+            Some(f) => f(kind, to),
+            None => plan(kind, to),
+        }
+    }
+
+    fn pre(&mut self, r: usize, d: Option<usize>) -> Pre {
+        let id = self.world.resources[r].id.clone();
+        let kind = self.world.resources[r].kind;
+        let res = self.db.read(&st::LOAD_RESOURCE.bind(vec![Arg::text(&id)]));
+        let status = if res.is_empty() {
+            None
+        } else {
+            state_of(kind, &res.text(0, "status").unwrap_or_default())
+        };
+        let eff = self.db.read(&st::LOAD_EFFECTS.bind(vec![Arg::text(&id)]));
+        let effects = (0..eff.rows.len())
+            .filter_map(|i| EffectKind::from_str_name(&eff.text(i, "kind").unwrap_or_default()))
+            .collect();
+        let generation = d.and_then(|d| {
+            let row = self
+                .db
+                .read(&st::LOAD_DELIVERY.bind(vec![Arg::text(&self.world.deliveries[d].event_id)]));
+            (!row.is_empty()).then(|| row.int(0, "generation").unwrap_or(-1))
+        });
+        Pre {
+            status,
+            effects,
+            generation,
+        }
+    }
+
+    /// `transition::apply`: the plan, a random token and license code, one batch. Checks what
+    /// the batch did against what the plan decides from the state just before it.
+    #[allow(clippy::too_many_arguments)]
+    fn transition(
+        &mut self,
+        r: usize,
+        kind: ResourceKind,
+        to: State,
+        order_ref: Option<&str>,
+        amount: Option<&str>,
+        currency: Option<&str>,
+        cause_kind: CauseKind,
+        cause: &str,
+        d: Option<usize>,
+        crash_inside: bool,
+    ) -> Result<(), String> {
+        let Some(plan) = self.plan_for(kind, to) else {
+            return Err(format!("{to} is not a state of a {}", kind.as_str()));
+        };
+        let token = hex(&self.rng.bytes16());
+        let license = match plan.effect.as_ref().map(|e| e.kind) {
+            Some(EffectKind::Fulfilment) => Some(license_code(self.rng.bytes16())),
+            _ => None,
+        };
+        let resource_id = self.world.resources[r].id.clone();
+        let request = TransitionRequest {
+            plan: &plan,
+            resource_id: &resource_id,
+            order_ref,
+            amount,
+            currency,
+            cause_kind,
+            cause,
+            token: &token,
+            license_code: license.as_deref(),
+            delivery: d.map(|d| self.world.deliveries[d].event_id.as_str()),
+        };
+        let batch: Vec<Bound<'static>> = st::transition_batch(&request).into_iter().map(own).collect();
+        let pre = self.pre(r, d);
+        let decision = plan.decide(pre.status, &pre.effects);
+        let fault = if crash_inside {
+            Fault::At(self.frng.below(batch.len() as u64) as usize)
+        } else {
+            self.fault_batch(batch.len())
+        };
+        let ex = self.db.batch(&batch, fault);
+        if ex.committed {
+            self.after_transition(r, d, &pre, decision, &batch, &ex, license, cause_kind, cause);
+        }
+        ex.result.map(|_| ())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn after_transition(
+        &mut self,
+        r: usize,
+        d: Option<usize>,
+        pre: &Pre,
+        decision: Decision,
+        batch: &[Bound<'static>],
+        ex: &Exec,
+        license: Option<String>,
+        cause_kind: CauseKind,
+        cause: &str,
+    ) {
+        let res = self.world.resources[r].clone();
+        let read_back = self.db.read(batch.last().expect("a read-back"));
+        if let Ok(results) = &ex.result {
+            if results.last() != Some(&read_back) {
+                self.violation(format!(
+                    "{}: the batch's read-back differs from the state after it",
+                    res.id
+                ));
+            }
+        }
+        let applied = read_back.int(0, "applied") == Some(1);
+        let status = read_back
+            .text(0, "status")
+            .and_then(|s| state_of(res.kind, &s));
+        let (want_applied, want_effect, want_to) = match decision {
+            Decision::Apply { to, effect } => (true, effect, Some(to)),
+            _ => (false, None, pre.status),
+        };
+        let what = format!(
+            "{} {:?} {cause:?} on {} (from {:?}, effects {:?})",
+            cause_kind.as_str(),
+            want_to,
+            res.id,
+            pre.status,
+            pre.effects
+        );
+        if applied != want_applied {
+            self.violation(format!(
+                "SQL applied={applied}, the plan decides {decision:?}: {what}"
+            ));
+        }
+        let expected_status = if applied { want_to } else { pre.status };
+        if status != expected_status {
+            self.violation(format!(
+                "status after the batch is {status:?}, expected {expected_status:?}: {what}"
+            ));
+        }
+        let eff = self.db.read(&st::LOAD_EFFECTS.bind(vec![Arg::text(&res.id)]));
+        let post: Vec<EffectKind> = (0..eff.rows.len())
+            .filter_map(|i| EffectKind::from_str_name(&eff.text(i, "kind").unwrap_or_default()))
+            .collect();
+        let mut new = post.clone();
+        for e in &pre.effects {
+            if let Some(i) = new.iter().position(|x| x == e) {
+                new.remove(i);
+            }
+        }
+        let want_new: Vec<EffectKind> = want_effect.into_iter().filter(|_| applied).collect();
+        if new != want_new {
+            self.violation(format!(
+                "the batch recorded effects {new:?}, the plan expects {want_new:?}: {what}"
+            ));
+        }
+        if applied {
+            self.rm[r].applied += 1;
+            if want_effect == Some(EffectKind::Fulfilment) && new.contains(&EffectKind::Fulfilment)
+            {
+                self.rm[r].fulfilment_license = license;
+            }
+            if let Some(d) = d {
+                let g = pre.generation.unwrap_or(-1);
+                if self.dm[d].applied_gens.contains(&g) {
+                    self.violation(format!(
+                        "{} applied its transition a second time in generation {g} \
+                         (a duplicate message re-applied a processed delivery): {what}",
+                        self.eid(d)
+                    ));
+                }
+                self.dm[d].applied_gens.push(g);
+            }
+        }
+        self.touched_r.insert(r);
+        if let Some(d) = d {
+            let outcome = if want_applied { Outcome::Applied } else { Outcome::Stale };
+            self.touched_d.push((d, Who::Batch { outcome, applied }));
+        }
+        self.trace(format!(
+            "  batch committed: {} ({what}){}",
+            if applied { "applied" } else { "refused by the guard" },
+            if ex.result.is_err() { ", but the caller saw an error" } else { "" }
+        ));
+        match (cause_kind, applied) {
+            (CauseKind::Event, true) => self.stats.applied += 1,
+            (CauseKind::Event, false) => self.stats.stale += 1,
+            _ => {}
+        }
+    }
+
+    // ------------------------------------------------------------------ invariants
+
+    fn check_touched(&mut self) {
+        let touched_d = std::mem::take(&mut self.touched_d);
+        for (d, who) in touched_d {
+            self.check_delivery(d, who);
+            self.touched_r.insert(self.world.deliveries[d].resource);
+        }
+        let touched_r = std::mem::take(&mut self.touched_r);
+        for r in touched_r {
+            self.check_resource(r, false);
+        }
+    }
+
+    fn load_snap(&mut self, d: usize) -> Option<Snap> {
+        let row = self
+            .db
+            .read(&st::LOAD_DELIVERY.bind(vec![Arg::text(&self.world.deliveries[d].event_id)]));
+        (!row.is_empty()).then(|| Snap {
+            processed: row.text(0, "processed_at").is_some(),
+            outcome: row.text(0, "outcome"),
+            generation: row.int(0, "generation").unwrap_or(-1),
+            replays: row.int(0, "replays").unwrap_or(-1),
+        })
+    }
+
+    /// A delivery row changes only as the protocol allows, and only by the step that may.
+    fn check_delivery(&mut self, d: usize, who: Who) {
+        let id = self.eid(d).to_string();
+        let new = self.load_snap(d);
+        let old = self.dm[d].snap.clone();
+        match (&old, &new) {
+            (None, None) => {}
+            (None, Some(n)) => {
+                if who != Who::Insert
+                    || n.processed
+                    || n.outcome.is_some()
+                    || n.generation != 0
+                    || n.replays != 0
+                {
+                    self.violation(format!("{id}: appeared as {n:?} by {who:?}"));
+                }
+                self.stats.deliveries += 1;
+            }
+            (Some(_), None) => self.violation(format!("{id}: the delivery row vanished")),
+            (Some(o), Some(n)) => {
+                if who == Who::Reset {
+                    if n.generation != o.generation + 1
+                        || n.replays != o.replays + 1
+                        || n.processed
+                        || n.outcome.is_some()
+                    {
+                        self.violation(format!("{id}: replay left {n:?} (was {o:?})"));
+                    }
+                    if let Some(g) = self.dm[d].pending_replay {
+                        self.trace(format!("  (the replay of generation {g} is superseded)"));
+                    }
+                    self.dm[d].pending_replay = Some(n.generation);
+                } else {
+                    if n.generation != o.generation || n.replays != o.replays {
+                        self.violation(format!("{id}: generation moved by {who:?}: {o:?} → {n:?}"));
+                    }
+                    match (o.processed, n.processed) {
+                        (true, true) => {
+                            if o.outcome != n.outcome {
+                                let dead_to_applied = o.outcome.as_deref() == Some("dead")
+                                    && n.outcome.as_deref() == Some("applied")
+                                    && matches!(who, Who::Batch { applied: true, .. });
+                                if !dead_to_applied {
+                                    self.violation(format!(
+                                        "{id}: a processed outcome changed by {who:?}: {:?} → {:?}",
+                                        o.outcome, n.outcome
+                                    ));
+                                }
+                            }
+                        }
+                        (true, false) => {
+                            self.violation(format!("{id}: unprocessed again by {who:?}"))
+                        }
+                        (false, false) => {
+                            if n.outcome.is_some() {
+                                self.violation(format!("{id}: unprocessed with an outcome {n:?}"));
+                            }
+                        }
+                        (false, true) => {
+                            let outcome = n.outcome.clone().unwrap_or_default();
+                            match who {
+                                Who::Batch { outcome: want, .. } => {
+                                    if outcome != want.as_str() {
+                                        self.violation(format!(
+                                            "{id}: recorded {outcome}, the guard decided {}",
+                                            want.as_str()
+                                        ));
+                                    }
+                                }
+                                Who::Ignore => {
+                                    if outcome != "ignored" {
+                                        self.violation(format!("{id}: ignored as {outcome}"));
+                                    }
+                                }
+                                Who::MarkDead => {
+                                    if outcome != "dead" {
+                                        self.violation(format!("{id}: marked dead as {outcome}"));
+                                    }
+                                    if !self.dm[d].exhausted.contains(&n.generation) {
+                                        let replay = self.dm[d].pending_replay;
+                                        self.violation(format!(
+                                            "{id}: marked dead in generation {} although no \
+                                             message of that generation exhausted its retries \
+                                             (exhausted: {:?}); {}",
+                                            n.generation,
+                                            self.dm[d].exhausted,
+                                            match replay {
+                                                Some(g) => format!(
+                                                    "the operator's replay (generation {g}) is \
+                                                     lost: buried by an older dead letter"
+                                                ),
+                                                None => "no replay pending".into(),
+                                            }
+                                        ));
+                                    }
+                                }
+                                _ => self.violation(format!(
+                                    "{id}: processed ({outcome}) by {who:?}"
+                                )),
+                            }
+                            self.dm[d].pending_replay = None;
+                        }
+                    }
+                }
+            }
+        }
+        self.dm[d].snap = new;
+    }
+
+    /// Everything about one resource: its history follows the contract's tables, its effects
+    /// follow its history, its order_ref is the provider's and is carried by its effects.
+    fn check_resource(&mut self, r: usize, quiescent: bool) {
+        let w = self.world.resources[r].clone();
+        let id = w.id.clone();
+        let res = self.db.read(&st::LOAD_RESOURCE.bind(vec![Arg::text(&id)]));
+        let hist = self.db.read(&st::LOAD_HISTORY.bind(vec![Arg::text(&id)]));
+        let eff = self.db.read(&st::LOAD_EFFECTS.bind(vec![Arg::text(&id)]));
+        if res.is_empty() {
+            if !hist.is_empty() || !eff.is_empty() || self.rm[r].applied != 0 {
+                self.violation(format!("{id}: no resource row, but history or effects"));
+            }
+            return;
+        }
+        if !w.live {
+            self.violation(format!("{id}: a test-mode resource changed a live receiver"));
+        }
+        if res.text(0, "kind").as_deref() != Some(w.kind.as_str()) {
+            self.violation(format!("{id}: kind {:?}", res.text(0, "kind")));
+        }
+        // history: a chain of transitions the contract allows, one per applied transaction
+        let mut prev: Option<State> = None;
+        let mut entered = Vec::new();
+        let mut per_event: BTreeMap<String, usize> = BTreeMap::new();
+        for i in 0..hist.rows.len() {
+            let to_s = hist.text(i, "state").unwrap_or_default();
+            let from_s = hist.text(i, "from");
+            let to = state_of(w.kind, &to_s);
+            let from = from_s.as_deref().map(|s| state_of(w.kind, s));
+            let (Some(to), Some(from)) = (to, from.map_or(Some(None), |f| f.map(Some))) else {
+                self.violation(format!("{id}: history row {i} names unknown states"));
+                continue;
+            };
+            if i == 0 && from.is_some() || i > 0 && from != prev {
+                self.violation(format!(
+                    "{id}: history row {i} starts from {from:?}, the previous row entered {prev:?}"
+                ));
+            }
+            if !matches!(decide(w.kind, from, to), Decision::Apply { .. }) {
+                self.violation(format!(
+                    "{id}: history row {i}: {from:?} → {to} is not allowed by the contract's table"
+                ));
+            }
+            let cause_kind = hist.text(i, "cause_kind").unwrap_or_default();
+            let cause = hist.text(i, "cause").unwrap_or_default();
+            if cause_kind == "event" {
+                match self.by_event.get(&cause) {
+                    Some(&d) => {
+                        let wd = &self.world.deliveries[d];
+                        let ev = &self.world.resources[wd.resource].events[wd.event];
+                        if wd.resource != r || ev.to != Some(to) {
+                            self.violation(format!(
+                                "{id}: history row {i} ({to}) names {cause}, a {} of {}",
+                                ev.event_type, self.world.resources[wd.resource].id
+                            ));
+                        }
+                        *per_event.entry(cause.clone()).or_default() += 1;
+                    }
+                    None => self.violation(format!("{id}: history names unknown event {cause}")),
+                }
+            }
+            entered.push((from, to, cause));
+            prev = Some(to);
+        }
+        if hist.rows.len() != self.rm[r].applied {
+            self.violation(format!(
+                "{id}: {} history rows for {} applied transitions",
+                hist.rows.len(),
+                self.rm[r].applied
+            ));
+        }
+        let status = res.text(0, "status").and_then(|s| state_of(w.kind, &s));
+        if status != prev {
+            self.violation(format!("{id}: status {status:?}, the history ends in {prev:?}"));
+        }
+        for (ev, n) in &per_event {
+            let d = self.by_event[ev];
+            let applied = self.dm[d].applied_gens.len();
+            if *n > applied || (quiescent && *n != applied) {
+                self.violation(format!(
+                    "{id}: {ev} is the cause of {n} history rows, it applied {applied} time(s)"
+                ));
+            }
+        }
+        // effects: exactly those the history calls for
+        let mut expected: Vec<(EffectKind, String)> = Vec::new();
+        let mut fulfilled = false;
+        for (from, to, cause) in &entered {
+            let e = match (w.kind, to) {
+                (ResourceKind::Invoice, State::Paid | State::Overpaid) if !fulfilled => {
+                    fulfilled = true;
+                    Some(EffectKind::Fulfilment)
+                }
+                (ResourceKind::Invoice, State::Refunded)
+                    if fulfilled && matches!(from, Some(State::Paid | State::Overpaid)) =>
+                {
+                    Some(EffectKind::Revocation)
+                }
+                (ResourceKind::Withdrawal, State::Completed) => Some(EffectKind::Settlement),
+                (ResourceKind::Deposit, State::Confirmed) => Some(EffectKind::Credit),
+                _ => None,
+            };
+            if let Some(e) = e {
+                expected.push((e, cause.clone()));
+            }
+        }
+        let actual: Vec<(EffectKind, String)> = (0..eff.rows.len())
+            .map(|i| {
+                (
+                    EffectKind::from_str_name(&eff.text(i, "kind").unwrap_or_default())
+                        .expect("an effect kind"),
+                    eff.text(i, "cause").unwrap_or_default(),
+                )
+            })
+            .collect();
+        for kind in EffectKind::ALL {
+            let n = actual.iter().filter(|(k, _)| *k == kind).count();
+            if n > 1 {
+                self.violation(format!("{id}: {n} {} effects (at most one)", kind.as_str()));
+            }
+        }
+        if actual != expected {
+            self.violation(format!(
+                "{id}: effects {actual:?}, the history calls for {expected:?}"
+            ));
+        }
+        let order_ref = res.text(0, "order_ref");
+        if let Some(known) = &self.rm[r].order_ref {
+            if order_ref.as_ref() != Some(known) {
+                self.violation(format!("{id}: order_ref {known} overwritten by {order_ref:?}"));
+            }
+        }
+        if order_ref.is_some() && order_ref != w.order_ref {
+            self.violation(format!(
+                "{id}: order_ref {order_ref:?}, the provider's is {:?}",
+                w.order_ref
+            ));
+        }
+        self.rm[r].order_ref = order_ref.clone();
+        for i in 0..eff.rows.len() {
+            let kind = eff.text(i, "kind").unwrap_or_default();
+            if order_ref.is_some() && eff.text(i, "order_ref") != order_ref {
+                self.violation(format!(
+                    "{id}: the {kind} carries order_ref {:?}, the invoice's is {order_ref:?}",
+                    eff.text(i, "order_ref")
+                ));
+            }
+            if kind == "fulfilment" {
+                let code = eff.text(i, "license_code");
+                if code.is_none() || code != self.rm[r].fulfilment_license {
+                    self.violation(format!(
+                        "{id}: fulfilment license {code:?}, the transaction drew {:?}",
+                        self.rm[r].fulfilment_license
+                    ));
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ phases
+
+    fn quiet(&self) -> bool {
+        self.actors.is_empty()
+            && self.queue.is_empty()
+            && self.dlq.is_empty()
+            && self.senders.iter().all(|s| s.acked)
+            && self
+                .dm
+                .iter()
+                .all(|m| m.snap.as_ref().is_none_or(|s| s.processed))
+    }
+
+    /// Runs with faults off until nothing is left to do.
+    fn drain(&mut self, what: &str) -> bool {
+        let started = self.steps;
+        loop {
+            if !self.violations.is_empty() {
+                return false;
+            }
+            // the provider's operator re-sends events whose 11 attempts all failed
+            for d in 0..self.senders.len() {
+                let s = &self.senders[d];
+                if !s.acked && s.next_at.is_none() && !self.in_flight.contains(&d) {
+                    let now = self.now();
+                    let s = &mut self.senders[d];
+                    s.attempts = 0;
+                    s.first_at = now;
+                    s.next_at = Some(now);
+                    s.provider_replays += 1;
+                    self.stats.provider_replays += 1;
+                    self.trace(format!("provider: replays failed event {}", self.eid(d)));
+                }
+            }
+            if self.quiet() {
+                return true;
+            }
+            if self.steps - started > DRAIN_MAX_STEPS {
+                let stuck: Vec<String> = (0..self.dm.len())
+                    .filter(|d| self.dm[*d].snap.as_ref().is_some_and(|s| !s.processed))
+                    .map(|d| self.eid(d).to_string())
+                    .collect();
+                self.violation(format!(
+                    "{what}: no quiescence after {DRAIN_MAX_STEPS} steps without faults; \
+                     unprocessed: {stuck:?}; {} queued, {} dead letters, {} actors",
+                    self.queue.len(),
+                    self.dlq.len(),
+                    self.actors.len()
+                ));
+                return false;
+            }
+            self.step();
+        }
+    }
+
+    pub fn run(mut self) -> Report {
+        // chaos: every fault on, until the world's events and the sender's ladders are over
+        while self.violations.is_empty()
+            && self.now() < self.chaos_end
+            && self.steps < CHAOS_MAX_STEPS
+        {
+            self.step();
+        }
+        if self.violations.is_empty() {
+            self.chaos = false;
+            self.ops.clear();
+            self.trace("— faults stop; drain —".into());
+            if self.drain("drain") {
+                // every dead delivery is replayable: replay each, and it is processed
+                let dead: Vec<usize> = (0..self.dm.len())
+                    .filter(|d| {
+                        self.dm[*d].snap.as_ref().and_then(|s| s.outcome.as_deref())
+                            == Some("dead")
+                    })
+                    .collect();
+                self.stats.dead_at_drain = dead.len();
+                for d in dead {
+                    self.trace(format!("operator: replay dead {}", self.eid(d)));
+                    let id = self.eid(d).to_string();
+                    let ex = self
+                        .db
+                        .run(&st::RESET_FOR_REPLAY.bind(vec![Arg::text(&id)]), Fault::None);
+                    self.touched_d.push((d, Who::Reset));
+                    self.stats.replays += 1;
+                    let g = ex.result.ok().and_then(|r| r[0].int(0, "generation"));
+                    self.replay(Some(d), g);
+                }
+                self.check_touched();
+                if self.drain("replaying the dead") {
+                    self.reconcile(None);
+                    self.check_touched();
+                    if self.drain("final reconciliation") {
+                        self.final_checks();
+                    }
+                }
+            }
+        }
+        self.finish()
+    }
+
+    fn final_checks(&mut self) {
+        self.trace("— quiescent: final checks —".into());
+        for r in 0..self.world.resources.len() {
+            self.check_resource(r, true);
+        }
+        let rows = self
+            .db
+            .inspect("SELECT event_id FROM webhook_delivery ORDER BY event_id");
+        let in_db: BTreeSet<String> = (0..rows.rows.len())
+            .filter_map(|i| rows.text(i, "event_id"))
+            .collect();
+        let mut licenses = BTreeSet::new();
+        for d in 0..self.world.deliveries.len() {
+            let id = self.eid(d).to_string();
+            let Some(s) = self.dm[d].snap.clone() else {
+                self.violation(format!("{id}: sent by the provider until 2xx, never on record"));
+                continue;
+            };
+            if !in_db.contains(&id) {
+                self.violation(format!("{id}: lost"));
+            }
+            let outcome = s.outcome.clone().unwrap_or_default();
+            if !s.processed || !["applied", "stale", "ignored"].contains(&outcome.as_str()) {
+                self.violation(format!("{id}: ends {s:?} at quiescence"));
+            }
+            if let Some(g) = self.dm[d].pending_replay {
+                self.violation(format!("{id}: the replay of generation {g} never ran"));
+            }
+            let wd = &self.world.deliveries[d];
+            let res = &self.world.resources[wd.resource];
+            let ev = &res.events[wd.event];
+            let applied_now = self.dm[d].applied_gens.last() == Some(&s.generation);
+            let ok = match outcome.as_str() {
+                "applied" => applied_now,
+                "stale" => !applied_now && ev.to.is_some() && res.live,
+                "ignored" => ev.to.is_none() || !res.live,
+                _ => false,
+            };
+            if !ok {
+                self.violation(format!(
+                    "{id} ({}, {}): outcome {outcome} disagrees with what happened \
+                     (applied in generations {:?}, now generation {})",
+                    ev.event_type,
+                    if res.live { "live" } else { "test-mode" },
+                    self.dm[d].applied_gens,
+                    s.generation
+                ));
+            }
+        }
+        if in_db.len() != self.dm.iter().filter(|m| m.snap.is_some()).count() {
+            self.violation(format!("{} delivery rows the simulator never sent", in_db.len()));
+        }
+        let eff = self
+            .db
+            .inspect("SELECT resource_id, license_code FROM effect WHERE kind = 'fulfilment'");
+        for i in 0..eff.rows.len() {
+            match eff.text(i, "license_code") {
+                Some(c) if licenses.insert(c.clone()) => {}
+                c => self.violation(format!("fulfilment license {c:?} missing or not unique")),
+            }
+        }
+        let doubled = self.db.read(&st::DOUBLED_EFFECTS.bind(vec![]));
+        if !doubled.is_empty() {
+            self.violation(format!("DOUBLED_EFFECTS: {:?}", doubled.rows));
+        }
+        let res = self.db.inspect("SELECT id FROM resource ORDER BY id");
+        for i in 0..res.rows.len() {
+            let id = res.text(i, "id").unwrap_or_default();
+            if !self.by_resource.contains_key(&id) {
+                self.violation(format!("resource {id} exists, no one sent it"));
+            }
+        }
+        // the world, as the provider sees it, is reflected (what the contract promises)
+        for r in 0..self.world.resources.len() {
+            let w = self.world.resources[r].clone();
+            if !w.live {
+                continue;
+            }
+            let row = self.db.read(&st::LOAD_RESOURCE.bind(vec![Arg::text(&w.id)]));
+            let status = (!row.is_empty())
+                .then(|| row.text(0, "status").and_then(|s| state_of(w.kind, &s)))
+                .flatten();
+            let eff = self.db.read(&st::LOAD_EFFECTS.bind(vec![Arg::text(&w.id)]));
+            let has = |k: &str| (0..eff.rows.len()).any(|i| eff.text(i, "kind").as_deref() == Some(k));
+            match w.kind {
+                ResourceKind::Invoice => {
+                    let paid_at_provider = w.provider_final() == Some(State::Paid)
+                        || (w.provider_final() == Some(State::Overpaid)
+                            && w.events.iter().any(|e| e.to == Some(State::Overpaid) && e.subscribed));
+                    if paid_at_provider
+                        && (!matches!(status, Some(State::Paid | State::Overpaid))
+                            || !has("fulfilment"))
+                    {
+                        self.violation(format!(
+                            "{}: paid at the provider, {status:?} here (fulfilled: {})",
+                            w.id,
+                            has("fulfilment")
+                        ));
+                    }
+                    if w.provider_final() == Some(State::Refunded)
+                        && status == Some(State::Paid)
+                    {
+                        // the contract's table refuses `refunded` from confirming: a refund
+                        // that overtakes its payment is recorded stale (observed, not a fault)
+                        self.stats.refund_overtaken += 1;
+                    }
+                }
+                _ if !self.rm[r].touched_by_operator => {
+                    let last = w
+                        .events
+                        .iter()
+                        .filter(|e| e.subscribed)
+                        .filter_map(|e| e.to)
+                        .last();
+                    if status != last {
+                        self.violation(format!(
+                            "{}: the provider's last state is {last:?}, {status:?} here",
+                            w.id
+                        ));
+                    }
+                    let effect = match w.kind {
+                        ResourceKind::Withdrawal => "settlement",
+                        _ => "credit",
+                    };
+                    let want = matches!(last, Some(State::Completed | State::Confirmed));
+                    if has(effect) != want {
+                        self.violation(format!("{}: {effect} {} expected {want}", w.id, has(effect)));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn finish(mut self) -> Report {
+        // the final database is part of the run's fingerprint
+        for sql in [
+            "SELECT * FROM webhook_delivery ORDER BY event_id",
+            "SELECT * FROM resource ORDER BY id",
+            "SELECT * FROM resource_transition ORDER BY id",
+            // not `effect_id`: drawn by SQLite's randomblob, whose generator is shared by
+            // every connection of the process (seeds run in parallel)
+            "SELECT id, resource_id, kind, license_code, order_ref, amount, currency, cause, \
+             created_at FROM effect ORDER BY id",
+        ] {
+            let rows = self.db.inspect(sql);
+            self.hash = fnv(self.hash, format!("{:?}", rows.rows).as_bytes());
+        }
+        self.stats.steps = self.steps;
+        self.stats.sim_seconds = (self.now() - self.start) / 1000;
+        Report {
+            seed: 0,
+            hash: self.hash,
+            violations: self.violations,
+            trace_tail: self.trace_tail.into_iter().collect(),
+            trace: self.trace_all,
+            stats: self.stats,
+        }
+    }
+}
+
+/// A bound statement whose arguments own their text (the simulator keeps batches around).
+fn own(b: Bound<'_>) -> Bound<'static> {
+    Bound {
+        statement: b.statement,
+        args: b
+            .args
+            .into_iter()
+            .map(|a| match a {
+                Arg::Null => Arg::Null,
+                Arg::Int(i) => Arg::Int(i),
+                Arg::Text(s) => Arg::Text(s.into_owned().into()),
+            })
+            .collect(),
+    }
+}

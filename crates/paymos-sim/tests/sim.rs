@@ -1,0 +1,319 @@
+//! The simulator's own tests: the statements prepare natively against the migrated schema,
+//! a seed replays exactly, thousands of seeds hold every invariant, and deliberate defects
+//! (the mutations below, which exist only here) are caught within the same budget.
+
+use paymos_core::machine::Guard;
+use paymos_core::statements::{self as st, Arg, Statement};
+use paymos_core::{plan, ResourceKind, State, TransitionPlan};
+use paymos_sim::{clock, default_threads, run_many, run_seed, Db, Edits, Mutations, Options, Report};
+
+/// The default budget: what `cargo test --release -p paymos-sim` covers.
+const SEEDS: u64 = 2_000;
+
+fn first_failure(mutations: Mutations) -> Option<Report> {
+    let opts = Options {
+        mutations,
+        keep_trace: false,
+    };
+    let summary = run_many(0, SEEDS, default_threads(), &opts, true);
+    summary.failures.into_iter().next()
+}
+
+fn assert_caught(name: &str, mutations: Mutations, expect: &[&str]) {
+    let Some(report) = first_failure(mutations) else {
+        panic!("{name}: the simulator found nothing in {SEEDS} seeds");
+    };
+    eprintln!("{name}: caught at seed {}:\n{}", report.seed, report.failure_text());
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| expect.iter().all(|e| v.contains(e))),
+        "{name}: caught, but not as expected ({expect:?}): {:?}",
+        report.violations
+    );
+}
+
+#[test]
+fn every_statement_prepares_against_the_migrated_schema() {
+    let mut db = Db::open(Edits::default()).expect("the migrations apply to a fresh SQLite");
+    let mut errors = Vec::new();
+    for s in st::ALL {
+        if let Err(e) = db.prepare_check(s) {
+            errors.push(e);
+        }
+    }
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert!(st::ALL.len() >= 20);
+}
+
+#[test]
+fn sqlite_reads_the_simulated_clock() {
+    let mut db = Db::open(Edits::default()).unwrap();
+    clock::set_now_ms(clock::EPOCH_MS + 1_234);
+    db.run(
+        &st::INSERT_DELIVERY.bind(vec![
+            Arg::text("evt_clock"),
+            Arg::text("inv_clock"),
+            Arg::text("invoice.paid"),
+            Arg::text("{}"),
+        ]),
+        paymos_sim::Fault::None,
+    )
+    .result
+    .unwrap();
+    let row = db.read(&st::LOAD_DELIVERY.bind(vec![Arg::text("evt_clock")]));
+    assert_eq!(
+        row.text(0, "received_at").as_deref(),
+        Some("2025-12-01T00:00:01.234Z")
+    );
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    let opts = Options {
+        keep_trace: true,
+        ..Options::default()
+    };
+    for seed in [0, 1, 2, 3, 42, 1_000, 15_340] {
+        let a = run_seed(seed, &opts);
+        let b = run_seed(seed, &opts);
+        assert_eq!(a.trace, b.trace, "seed {seed}: traces differ");
+        assert_eq!(a.hash, b.hash, "seed {seed}: fingerprints differ");
+        assert!(a.trace.len() > 5);
+    }
+    // and on other threads, interleaved with other seeds, the same
+    let alone = run_seed(7, &Options::default());
+    let summary = run_many(0, 16, 2, &Options::default(), false);
+    assert_eq!(summary.seeds, 16);
+    let again = run_seed(7, &Options::default());
+    assert_eq!(alone.hash, again.hash);
+    assert_ne!(run_seed(8, &Options::default()).hash, alone.hash);
+}
+
+#[test]
+fn thousands_of_seeds_hold_every_invariant() {
+    let summary = run_many(0, SEEDS, default_threads(), &Options::default(), false);
+    let s = &summary.stats;
+    eprintln!(
+        "{} seeds in {:.1} s: {} steps, {} deliveries, {} requests, {} messages, {} applied, \
+         {} stale, {} dead-lettered, {} replays, {} manual, {} reconciled, {} crashes",
+        summary.seeds,
+        summary.elapsed.as_secs_f64(),
+        s.steps,
+        s.deliveries,
+        s.requests,
+        s.messages,
+        s.applied,
+        s.stale,
+        s.dead_lettered,
+        s.replays,
+        s.manual,
+        s.reconciled,
+        s.crashes
+    );
+    let failures: Vec<String> = summary.failures.iter().map(Report::failure_text).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(summary.seeds, SEEDS);
+    // the world the seeds built is adversarial enough to mean something
+    assert!(s.deliveries > 10 * SEEDS as usize);
+    assert!(s.dead_lettered > 100, "dead letters: {}", s.dead_lettered);
+    assert!(s.replays > 100 && s.manual > 100 && s.reconciled > 0 && s.crashes > 100);
+    assert!(s.stale > s.applied / 2, "fan-out and retries must hit the guard");
+}
+
+// ---------------------------------------------------------------- teeth
+
+/// (1) The dead-letter/replay race re-introduced: the dead-letter consumer ignores
+/// generations (binds NULL as MARK_DEAD's generation). A dead letter of an older generation
+/// then buries an operator's replay: the delivery ends `dead` although no message of its
+/// current generation exhausted its retries, and the replay's own message finds it
+/// "already processed".
+#[test]
+fn teeth_dead_letter_ignoring_generations_loses_a_replay() {
+    fn any_generation(_: Option<i64>) -> Option<i64> {
+        None
+    }
+    assert_caught(
+        "MARK_DEAD with NULL generation",
+        Mutations {
+            dead_letter_generation: Some(any_generation),
+            ..Mutations::default()
+        },
+        &["marked dead in generation", "no message of that generation exhausted"],
+    );
+}
+
+const PAID_FROM_PAID: &[State] = &[
+    State::Created,
+    State::Confirming,
+    State::PartiallyPaid,
+    State::Expired,
+    State::Failed,
+    State::Paid,
+];
+
+/// A plan for `invoice → paid` whose guard also allows `paid` (built by hand); every other
+/// plan is the core's.
+fn paid_from_paid(kind: ResourceKind, to: State) -> Option<TransitionPlan> {
+    let p = plan(kind, to)?;
+    if (kind, to) != (ResourceKind::Invoice, State::Paid) {
+        return Some(p);
+    }
+    Some(TransitionPlan {
+        guard: Guard {
+            from_unknown: true,
+            from: PAID_FROM_PAID,
+        },
+        ..p
+    })
+}
+
+/// (2) A mutated guard: `paid` also from `paid`. A second `invoice.paid` (another endpoint's
+/// copy, an operator, reconciliation) is applied again: a self-transition the contract's
+/// table does not have.
+#[test]
+fn teeth_guard_allowing_paid_from_paid_is_caught() {
+    assert_caught(
+        "paid from paid",
+        Mutations {
+            plan: Some(paid_from_paid),
+            ..Mutations::default()
+        },
+        &["Some(Paid) → paid is not allowed by the contract's table"],
+    );
+}
+
+const OVERPAID_FROM_PAID: &[State] = &[
+    State::Created,
+    State::Confirming,
+    State::PartiallyPaid,
+    State::Expired,
+    State::Failed,
+    State::Paid,
+];
+
+/// A plausible-looking product change: a top-up moves a paid invoice to overpaid.
+fn overpaid_from_paid(kind: ResourceKind, to: State) -> Option<TransitionPlan> {
+    let p = plan(kind, to)?;
+    if (kind, to) != (ResourceKind::Invoice, State::Overpaid) {
+        return Some(p);
+    }
+    Some(TransitionPlan {
+        guard: Guard {
+            from_unknown: true,
+            from: OVERPAID_FROM_PAID,
+        },
+        ..p
+    })
+}
+
+fn without_unique(schema: String) -> String {
+    let unique = "UNIQUE (resource_id, kind),";
+    assert!(schema.contains(unique), "the effect table's UNIQUE moved: update this mutation");
+    schema.replace(unique, "")
+}
+
+fn without_on_conflict(s: &'static Statement) -> Option<String> {
+    // with the UNIQUE gone, `ON CONFLICT (resource_id, kind)` no longer names a constraint
+    // and SQLite refuses the statement: drop the clause too
+    let clause = " ON CONFLICT (resource_id, kind) DO NOTHING";
+    (s.name == "INSERT_EFFECT").then(|| {
+        assert!(s.sql.contains(clause), "INSERT_EFFECT changed: update this mutation");
+        s.sql.replace(clause, "")
+    })
+}
+
+/// (3) What `UNIQUE (resource_id, kind)` protects against. The token makes the effect follow
+/// only this transaction's own guarded write, and the guard keeps `paid`/`overpaid` from being
+/// entered twice, so with the contract's tables the UNIQUE is never the last line. It is the
+/// last line against a guard that lets a resource enter a fulfilling state a second time: here
+/// `overpaid` from `paid` (a "top-up", a plausible change). The plan's effect for `overpaid`
+/// triggers from every state, `paid` included (the fulfilment is for the *first* entry, which
+/// only the UNIQUE expresses in the SQL), so without the UNIQUE the second entry ships a
+/// second fulfilment with a second license code.
+#[test]
+fn teeth_without_the_unique_effect_a_widened_guard_ships_twice() {
+    assert_caught(
+        "no UNIQUE (resource_id, kind), overpaid from paid",
+        Mutations {
+            edits: Edits {
+                schema: Some(without_unique),
+                sql: Some(without_on_conflict),
+            },
+            plan: Some(overpaid_from_paid),
+            ..Mutations::default()
+        },
+        &["2 fulfilment effects (at most one)"],
+    );
+}
+
+/// The control for (3): the same widened guard with the UNIQUE in place is still caught (the
+/// table is violated), but ships once: never two fulfilments.
+#[test]
+fn with_the_unique_the_same_guard_bug_ships_once() {
+    let opts = Options {
+        mutations: Mutations {
+            plan: Some(overpaid_from_paid),
+            ..Mutations::default()
+        },
+        keep_trace: false,
+    };
+    let summary = run_many(0, SEEDS, default_threads(), &opts, false);
+    assert!(!summary.failures.is_empty(), "the widened guard is caught");
+    for f in &summary.failures {
+        for v in &f.violations {
+            assert!(!v.contains("2 fulfilment effects"), "seed {}: {v}", f.seed);
+        }
+    }
+}
+
+/// How often each mutation is caught (for the README): `cargo test --release -p paymos-sim
+/// -- --ignored --nocapture teeth_rates`.
+#[test]
+#[ignore]
+fn teeth_rates() {
+    fn any_generation(_: Option<i64>) -> Option<i64> {
+        None
+    }
+    let cases: [(&str, Mutations); 3] = [
+        (
+            "MARK_DEAD with NULL generation",
+            Mutations {
+                dead_letter_generation: Some(any_generation),
+                ..Mutations::default()
+            },
+        ),
+        (
+            "paid from paid",
+            Mutations {
+                plan: Some(paid_from_paid),
+                ..Mutations::default()
+            },
+        ),
+        (
+            "no UNIQUE + overpaid from paid",
+            Mutations {
+                edits: Edits {
+                    schema: Some(without_unique),
+                    sql: Some(without_on_conflict),
+                },
+                plan: Some(overpaid_from_paid),
+                ..Mutations::default()
+            },
+        ),
+    ];
+    for (name, mutations) in cases {
+        let opts = Options {
+            mutations,
+            keep_trace: false,
+        };
+        let s = run_many(0, SEEDS, default_threads(), &opts, false);
+        eprintln!(
+            "{name}: {} of {} seeds fail, the first at seed {:?}",
+            s.failures.len(),
+            s.seeds,
+            s.failures.first().map(|r| r.seed)
+        );
+    }
+}
