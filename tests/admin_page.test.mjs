@@ -1,9 +1,12 @@
 // The operators' page at /admin (Workers Static Assets from public/, not the Worker), driven in
 // headless Chromium (Debian's /usr/bin/chromium through playwright-core) against the built
-// worker in Miniflare: the API-off notice, sign-in, the delivery archive with
-// filters and cursor paging past 100 rows, a resource's history and effects, replaying a dead
-// delivery, reconciliation against a stub provider API, escaping of hostile values, the
-// security headers, phone width. Screenshots go to tests/artifacts/admin_page/ (git-ignored).
+// worker in Miniflare: the API-off notice, sign-in, the health view (alerts with Ack, backlog,
+// dead deliveries and effects, refusals, reconciliation, config), the delivery archive with
+// filters and cursor paging past 100 rows, a resource's history and effects with their
+// dispatch state, a manual transition, redelivering a dead effect, replaying a dead delivery,
+// a bulk replay with its count and confirmation, reconciliation against a stub provider API,
+// escaping of hostile values, the security headers, phone width. Screenshots go to
+// tests/artifacts/admin_page/ (git-ignored).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
@@ -34,6 +37,7 @@ const HOSTILE_ERROR = `<img src=x onerror=alert(3)>`;
 
 let w;
 let provider;
+let orders;
 let providerRequests = [];
 let providerInvoices = [];
 let browser;
@@ -60,6 +64,27 @@ async function startProvider() {
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => server.close(r)) };
 }
+
+/** A minimal order system (contract §7): answers 200 and records each effect id it received. */
+async function startOrders() {
+  const received = [];
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      received.push({ id: req.headers["webhook-id"], body: JSON.parse(body || "null") });
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end('{"ok":true}');
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/orders`,
+    received,
+    close: () => new Promise((r) => { server.closeAllConnections?.(); server.close(r); }),
+  };
+}
+const ORDER_SYSTEM_SECRET = `whsec_${Buffer.from("admin-page-test-order-system-key").toString("base64")}`;
 
 async function mustDeliver(env) {
   const res = await deliver(w.url, env);
@@ -107,6 +132,13 @@ async function assertNoOverflow(width) {
   assert.ok(o.scrollWidth <= width && o.out.length === 0, `horizontal overflow at ${width}px: ${JSON.stringify(o)}`);
 }
 
+async function waitForHealth() {
+  await page.waitForFunction(() => {
+    const h = document.getElementById("health");
+    return !h.hasAttribute("aria-busy") && document.getElementById("health-updated").textContent !== "";
+  });
+}
+
 async function waitForList() {
   await page.waitForFunction(() => !document.getElementById("delivery-table").hasAttribute("aria-busy"));
 }
@@ -125,7 +157,10 @@ before(async () => {
   // the provider stub answers with providerInvoices, filled in once the archive is seeded
   seeded.reconMissing = randomId("inv_");
   provider = await startProvider();
-  w = await startWorker({ vars: { PAYMOS_API_BASE: provider.url } });
+  orders = await startOrders();
+  w = await startWorker({
+    vars: { PAYMOS_API_BASE: provider.url, ORDER_SYSTEM_URL: orders.url, ORDER_SYSTEM_SECRET, ORDER_SYSTEM_TIMEOUT_MS: "2000" },
+  });
 
   // 120 real invoice.paid deliveries through the signed endpoint and the queue
   seeded.paid = [];
@@ -149,7 +184,18 @@ before(async () => {
   await mustDeliver(envelope("deposit.confirmed", seeded.deposit, { data: { amount: "75.50", currency: "USDT" } }));
   // a duplicate paid for the refunded invoice under another endpoint's id: the guard refuses it
   seeded.stale = await mustDeliver(envelope("invoice.paid", seeded.refundInv));
+  // two invoices created without an order_ref, for the manual transitions
+  seeded.manualInv = randomId("inv_");
+  await mustDeliver(envelope("invoice.created", seeded.manualInv, { data: { order_ref: undefined } }));
+  seeded.awaitInv = randomId("inv_");
+  await mustDeliver(envelope("invoice.created", seeded.awaitInv, { data: { order_ref: undefined } }));
   await allProcessed();
+  // requests refused in the last hour: two bad signatures and one oversized body
+  for (const bad of [randomId("inv_"), randomId("inv_")]) {
+    assert.equal((await deliver(w.url, envelope("invoice.paid", bad), { secrets: ["whsec_not_ours"] })).status, 401);
+  }
+  const huge = envelope("invoice.paid", randomId("inv_"), { data: { note: "x".repeat(300 * 1024) } });
+  assert.equal((await deliver(w.url, huge)).status, 413);
 
   // a dead delivery (every consumer attempt failed) whose body is valid: a replay applies it
   seeded.deadInv = randomId("inv_");
@@ -176,6 +222,32 @@ before(async () => {
     attempts: 1,
     lastError: HOSTILE_ERROR,
   });
+
+  // the 5-minute cron raises the alerts its figures call for (a dead delivery: delivery_dead)
+  await w.scheduled("*/5 * * * *");
+  await eventually("the cron to raise delivery_dead", () =>
+    w.db.prepare("SELECT id FROM alert WHERE kind = 'delivery_dead' AND state = 'open'").first(),
+  );
+  // and alerts as an earlier cron would have left them: open (with a hostile summary),
+  // acknowledged and resolved, of kinds the figures do not raise now
+  const raised = (await w.db.prepare("SELECT kind FROM alert WHERE state <> 'resolved'").all()).results.map((r) => r.kind);
+  const [openKind, ackedKind] = ["signature_refusals", "effects_backlog", "livemode_mismatch", "reconciliation"].filter((k) => !raised.includes(k));
+  const minutesAgo = (m) => new Date(Date.now() - m * 60000).toISOString();
+  const insertAlert = (id, kind, severity, summary, count, state, firstSeen, lastSeen) =>
+    w.db
+      .prepare(
+        "INSERT INTO alert (id, kind, severity, summary, count, state, first_seen, last_seen, acknowledged_at, acked_count, resolved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      )
+      .bind(id, kind, severity, summary, count, state, firstSeen, lastSeen,
+        state === "acknowledged" ? lastSeen : null, state === "acknowledged" ? count : null, state === "resolved" ? lastSeen : null)
+      .run();
+  seeded.alertId = randomId("alt_");
+  seeded.alertKind = openKind;
+  await insertAlert(seeded.alertId, openKind, "warning", `${HOSTILE} 40 refused signatures in 5 minutes`, 40, "open", minutesAgo(30), minutesAgo(2));
+  seeded.ackedAlertId = randomId("alt_");
+  await insertAlert(seeded.ackedAlertId, ackedKind, "warning", "oldest pending effect is 20 min old", 3, "acknowledged", minutesAgo(120), minutesAgo(60));
+  seeded.resolvedAlertId = randomId("alt_");
+  await insertAlert(seeded.resolvedAlertId, "deliveries_backlog", "warning", "oldest unprocessed delivery was 16 min old", 12, "resolved", minutesAgo(600), minutesAgo(500));
 
   // the provider reports one invoice we have a delivery for, and one we never heard of
   const known = seeded.paid[0].data;
@@ -204,6 +276,7 @@ after(async () => {
   await browser?.close();
   await w?.close();
   await provider?.close();
+  await orders?.close();
 });
 
 const SECURITY_HEADERS = {
@@ -341,6 +414,67 @@ test("sign-in: a wrong token is refused, the right one is kept in sessionStorage
   }));
   assert.deepEqual(storage, { session: ADMIN_TOKEN, local: 0, cookie: "" });
   assert.equal(await page.inputValue("#token"), "", "the token field is cleared");
+  // the page opens on health: the first section, focused
+  await waitForHealth();
+  assert.equal(await page.evaluate(() => document.activeElement.id), "health-title");
+  const order = await page.evaluate(() =>
+    [...document.querySelectorAll("#app > section:not([hidden])")].map((s) => s.id),
+  );
+  assert.deepEqual(order, ["health", "deliveries"], "health first, then the archive");
+});
+
+test("health: open alerts first with Ack, backlog, dead deliveries and effects, refusals, reconciliation, config", async () => {
+  const tile = (key) => page.locator(`#tiles [data-metric="${key}"]`);
+  const metrics = (await admin(w.url, "GET", "/metrics")).json;
+  // the figures are the API's
+  assert.equal(await tile("backlog").locator(".tile-value").textContent(), String(metrics.deliveries.unprocessed));
+  assert.equal(await tile("dead-deliveries").locator(".tile-value").textContent(), "1");
+  assert.match(await tile("dead-deliveries").getAttribute("class"), /tone-bad/);
+  assert.match(await tile("dead-deliveries").textContent(), /needs replay/, "words, not colour alone");
+  assert.equal(await tile("refused").locator(".tile-value").textContent(), String(metrics.refused_last_hour.total));
+  assert.ok(metrics.refused_last_hour.total >= 3, JSON.stringify(metrics.refused_last_hour));
+  for (const [reason, n] of Object.entries(metrics.refused_last_hour.by_reason)) {
+    if (n > 0) assert.match(await tile("refused").textContent(), new RegExp(`${reason}: ${n}`));
+  }
+  assert.equal(await tile("dead-effects").locator(".tile-value").textContent(), String(metrics.effects.by_dispatch.dead));
+  assert.equal(await page.isVisible("#dead-effects"), metrics.effects.by_dispatch.dead > 0);
+  assert.match(await page.locator("#health-recon-body").textContent(), /No reconciliation has run yet/);
+  // every configured secret is listed by its fingerprint, never the secret itself
+  const sigs = await page.locator("#signature-list li").allTextContents();
+  assert.equal(sigs.length, metrics.signatures.length);
+  assert.ok(sigs.every((t) => /^[0-9a-f]{8} · /.test(t)), JSON.stringify(sigs));
+  assert.equal((await page.locator("#health").textContent()).includes("whsec_"), false);
+
+  // alerts: open ones first (the cron's delivery_dead and the hostile one), each with an Ack
+  // button; the acknowledged and the resolved one after them, without
+  const rows = page.locator("#alert-rows tr[data-alert-id]");
+  const listed = await rows.evaluateAll((trs) => trs.map((t) => [t.dataset.alertId, t.dataset.state, t.querySelectorAll("button").length]));
+  const api = (await admin(w.url, "GET", "/alerts")).json.data;
+  assert.deepEqual(listed.map((r) => r[0]), api.map((a) => a.id), "the API's order");
+  const firstQuiet = listed.findIndex((r) => r[1] !== "open");
+  assert.ok(firstQuiet >= 2 && listed.slice(firstQuiet).every((r) => r[1] !== "open"), `open first: ${JSON.stringify(listed)}`);
+  assert.ok(listed.every(([, st, buttons]) => buttons === (st === "open" ? 1 : 0)), "Ack on open alerts only");
+  assert.deepEqual(
+    [seeded.alertId, seeded.ackedAlertId, seeded.resolvedAlertId].map((id) => listed.find((r) => r[0] === id)?.[1]),
+    ["open", "acknowledged", "resolved"],
+  );
+  assert.equal(listed.find((r) => r[1] === "open" && api.find((a) => a.id === r[0]).kind === "delivery_dead")?.[1], "open", "the cron's alert");
+  assert.equal(await page.locator("#alerts-title").textContent(), `Alerts (${firstQuiet} open)`);
+  const hostile = page.locator(`#alert-rows tr[data-alert-id="${seeded.alertId}"]`);
+  assert.equal(await hostile.locator('td[data-label="Alert"] strong').textContent(), seeded.alertKind);
+  assert.ok((await hostile.locator('td[data-label="Alert"]').textContent()).includes(HOSTILE), "the summary, as text");
+  assert.equal(await hostile.locator('td[data-label="Count"]').textContent(), "40");
+  assert.equal(await page.locator("#alert-rows script, #alert-rows img").count(), 0);
+  await shot("desktop-health.png", true);
+
+  await hostile.getByRole("button", { name: /^Acknowledge/ }).click();
+  await page.waitForFunction((id) => /acknowledged/.test(document.getElementById("notice").textContent), seeded.alertId);
+  await page.waitForSelector(`#alert-rows tr[data-alert-id="${seeded.alertId}"][data-state="acknowledged"]`);
+  assert.equal(await page.locator(`#alert-rows tr[data-alert-id="${seeded.alertId}"] button`).count(), 0, "no Ack once acknowledged");
+  const alerts = (await admin(w.url, "GET", "/alerts")).json.data;
+  assert.equal(alerts.find((a) => a.id === seeded.alertId).state, "acknowledged");
+  assert.equal(await page.locator("#alerts-title").textContent(), `Alerts (${firstQuiet - 1} open)`);
+  await shot("desktop-health-acked.png");
 });
 
 test("deliveries are listed newest first, hostile values render as text", async () => {
@@ -376,6 +510,7 @@ test("deliveries are listed newest first, hostile values render as text", async 
   await page.waitForSelector("#resource:not([hidden])");
   assert.equal(await page.locator("#resource-title").textContent(), `Resource ${HOSTILE_RESOURCE}`);
   assert.match(await page.locator("#resource-facts").textContent(), /no state recorded/);
+  assert.equal(await page.isVisible("#transition-form"), false, "no transition for an id that is not a resource id");
   await page.click("#resource-close");
   const fits = await page.evaluate(() => {
     const wrap = document.querySelector("#deliveries .table-wrap");
@@ -493,6 +628,177 @@ test("a resource shows its state history and its effects with the license code",
   await waitForList();
 });
 
+async function openResourceById(id) {
+  await applyFilters({ resource: id });
+  await page.locator('#delivery-rows td[data-label="Resource"] button').first().click();
+  await page.waitForSelector("#resource:not([hidden])");
+}
+
+const effectRow = (kind) => page.locator(`#effect-rows tr[data-kind="${kind}"]`);
+const transitionResult = () => page.locator("#transition-result").textContent();
+
+async function transition({ to, reason, orderRef = "", amount = "", currency = "" }) {
+  await page.selectOption("#t-to", to);
+  await page.fill("#t-reason", reason);
+  if (await page.isVisible("#t-order-ref")) await page.fill("#t-order-ref", orderRef);
+  await page.fill("#t-amount", amount);
+  await page.fill("#t-currency", currency);
+  const before = await transitionResult();
+  await page.click("#t-submit");
+  await page.waitForFunction(
+    (b) => {
+      const t = document.getElementById("transition-result").textContent;
+      return t !== b && !/^Applying/.test(t);
+    },
+    before,
+  );
+  return transitionResult();
+}
+
+test("manual transition: the target from the kind's states, applied or refused by the guard, 400s shown", async () => {
+  // an invoice created without order_ref: its states come from the core (machine.json)
+  await openResourceById(seeded.manualInv);
+  const options = await page.locator("#t-to option").evaluateAll((os) => os.map((o) => o.value).filter(Boolean));
+  const machine = await (await fetch(`${w.url}/admin/machine.json`)).json();
+  assert.deepEqual(options, machine.states.invoice);
+  assert.match(await page.locator('#t-to option[value="created"]').textContent(), /\(current\)/);
+  assert.equal(await page.isVisible("#t-order-ref"), true, "an invoice takes an order_ref");
+
+  // client-side: a reason is required, and counted in characters (500 emoji fit)
+  await page.selectOption("#t-to", "paid");
+  await page.fill("#t-reason", "   ");
+  await page.click("#t-submit");
+  assert.match(await transitionResult(), /reason of 1 to 500 characters is required/);
+  await page.fill("#t-reason", "💶".repeat(501));
+  assert.equal(await page.locator("#t-reason-count").textContent(), "501 / 500");
+  await page.click("#t-submit");
+  assert.match(await transitionResult(), /now 501/);
+
+  // the API's 400 ({error, message}) is shown as it is
+  let result = await transition({ to: "paid", reason: "paid by bank transfer", currency: "US\u0007DT" });
+  assert.match(result, /Transition refused: invalid_field: currency is 1 to 200 printable characters \(HTTP 400\)/);
+  assert.equal((await w.db.prepare("SELECT status FROM resource WHERE id = ?").bind(seeded.manualInv).first()).status, "created");
+
+  // applied, with an order_ref and an amount
+  const reason = "Paid by bank transfer (Überweisung, ref 4471) — confirmed by phone";
+  result = await transition({ to: "paid", reason, orderRef: "order_manual_1", amount: "19.00", currency: "USDT" });
+  assert.match(result, new RegExp(`Applied: ${seeded.manualInv} is now paid`));
+  assert.match(await page.locator("#resource-facts").textContent(), /Statuspaid/);
+  const history = await page.locator("#history-rows tr").last().textContent();
+  assert.match(history, /^paidcreatedmanual /);
+  assert.ok(history.includes(reason), "the reason in the history");
+  assert.equal(await effectRow("fulfilment").locator('td[data-label="Order ref"]').textContent(), "order_manual_1");
+  assert.match(await effectRow("fulfilment").locator('td[data-label="License code"]').textContent(), /\S{8,}/);
+  assert.equal(await page.inputValue("#t-reason"), "", "the reason is cleared after an applied transition");
+  await shot("desktop-transition-applied.png", true);
+
+  // refused by the guard: a refunded invoice may not become paid again; nothing changes
+  await page.click("#resource-close");
+  await openResourceById(seeded.refundInv);
+  const effectsBefore = (await w.db.prepare("SELECT count(*) AS n FROM effect WHERE resource_id = ?").bind(seeded.refundInv).first()).n;
+  result = await transition({ to: "paid", reason: "customer says they paid twice" });
+  assert.match(result, /Refused by the guard: stale\./);
+  assert.match(result, /stays refunded/);
+  assert.equal((await w.db.prepare("SELECT count(*) AS n FROM effect WHERE resource_id = ?").bind(seeded.refundInv).first()).n, effectsBefore);
+  assert.match(await page.locator("#resource-facts").textContent(), /Statusrefunded/);
+  await shot("desktop-transition-stale.png");
+
+  // a withdrawal offers its own states, and no order_ref
+  await page.click("#resource-close");
+  await openResourceById(seeded.withdrawal);
+  assert.deepEqual(
+    await page.locator("#t-to option").evaluateAll((os) => os.map((o) => o.value).filter(Boolean)),
+    machine.states.withdrawal,
+  );
+  assert.equal(await page.isVisible("#t-order-ref"), false);
+  await page.click("#resource-close");
+  await page.click("#clear-filters");
+  await waitForList();
+});
+
+test("effects show their dispatch state; a dead one is marked (colour and words) and redelivered in one click", async () => {
+  // marked paid by hand without an order_ref: the fulfilment waits in the outbox
+  await openResourceById(seeded.awaitInv);
+  const result = await transition({ to: "paid", reason: "paid at the counter, order number to follow" });
+  assert.match(result, /Applied/);
+  const awaiting = effectRow("fulfilment");
+  assert.equal(await awaiting.getAttribute("data-dispatch"), "pending");
+  assert.match(await awaiting.locator('td[data-label="Dispatch"]').textContent(), /awaiting order_ref/);
+  await shot("desktop-effect-awaiting.png", true);
+  assert.equal(orders.received.filter((r) => r.body?.resource_id === seeded.awaitInv).length, 0, "not sent without its order_ref");
+  // the operator learns the order_ref: the guard refuses paid again, but the order_ref fills
+  // the gap and the waiting fulfilment is sent with it, under its same id
+  const effectId = await awaiting.getAttribute("data-effect-id");
+  const late = await transition({ to: "paid", reason: "order number from the shop", orderRef: "order_late_7" });
+  assert.match(late, /Refused by the guard: stale\..*stays paid\. The order_ref you gave fill/);
+  assert.equal(await effectRow("fulfilment").locator('td[data-label="Order ref"]').textContent(), "order_late_7");
+  await eventually("the fulfilment to reach the order system with its order_ref", () =>
+    orders.received.find((r) => r.id === effectId && r.body?.order_ref === "order_late_7"),
+  );
+  await page.click("#resource-close");
+
+  // delivered effects: the order system took them
+  await eventually("the refunded invoice's effects to be delivered", async () => {
+    const r = (await admin(w.url, "GET", `/resources/${seeded.refundInv}`)).json;
+    return r.effects.every((e) => e.dispatch === "delivered");
+  });
+  await openResourceById(seeded.refundInv);
+  for (const kind of ["fulfilment", "revocation"]) {
+    assert.equal(await effectRow(kind).getAttribute("data-dispatch"), "delivered");
+    assert.match(await effectRow(kind).locator('td[data-label="Dispatch"]').textContent(), /delivered.*at \d{4}-\d\d-\d\d/);
+    assert.match(await effectRow(kind).locator('td[data-label="Effect"]').textContent(), /eff_[A-Za-z0-9]+/);
+    assert.equal(await effectRow(kind).locator("button").count(), 0, "no Redeliver for a delivered effect");
+  }
+  await page.click("#resource-close");
+
+  // a dead effect, written as the dispatcher would leave it after its last retry
+  const dead = await w.db.prepare("SELECT effect_id FROM effect WHERE resource_id = ? AND kind = 'fulfilment'").bind(seeded.paid[1].data.id).first();
+  await w.db
+    .prepare("UPDATE effect SET dispatch = 'dead', attempts = 14, last_error = ?, delivered_at = NULL, next_attempt_at = NULL WHERE effect_id = ?")
+    .bind(`order system answered 503 ${HOSTILE}`, dead.effect_id)
+    .run();
+  const receivedBefore = orders.received.filter((r) => r.id === dead.effect_id).length;
+
+  // the health view counts it and lists it
+  await page.click("#health-refresh");
+  await waitForHealth();
+  assert.equal(await page.locator('#tiles [data-metric="dead-effects"] .tile-value').textContent(), "1");
+  assert.match(await page.locator('#tiles [data-metric="dead-effects"]').textContent(), /needs redelivery/);
+  await page.waitForSelector(`#dead-effect-rows tr[data-effect-id="${dead.effect_id}"]`);
+  await page.locator("#dead-effects").scrollIntoViewIfNeeded();
+  await shot("desktop-health-dead-effect.png");
+
+  // the resource view marks it: a red row, the words DEAD, its attempts and error, Redeliver
+  await openResourceById(seeded.paid[1].data.id);
+  const row = effectRow("fulfilment");
+  assert.equal(await row.getAttribute("data-dispatch"), "dead");
+  assert.match(await row.getAttribute("class"), /row-dead/);
+  assert.notEqual(await row.evaluate((tr) => getComputedStyle(tr).backgroundColor), "rgba(0, 0, 0, 0)");
+  assert.match(await row.locator('td[data-label="Dispatch"]').textContent(), /DEAD/);
+  assert.ok((await row.locator('td[data-label="Dispatch"]').textContent()).includes(`last error: order system answered 503 ${HOSTILE}`));
+  assert.equal(await row.locator('td[data-label="Attempts"]').textContent(), "14");
+  assert.match(await page.locator("#resource-facts").textContent(), /1 dead effect/);
+  await shot("desktop-effect-dead.png", true);
+
+  await row.getByRole("button", { name: `Redeliver ${dead.effect_id}` }).click();
+  await page.waitForFunction((id) => new RegExp(`Redelivery of ${id} accepted`).test(document.getElementById("notice").textContent), dead.effect_id);
+  assert.match(await page.locator("#notice").textContent(), /HTTP 202/);
+  assert.match(await page.locator("#notice").textContent(), /"redelivered": true/);
+  // sent again under the same id, then delivered
+  await eventually("the order system to receive the redelivery", () => orders.received.filter((r) => r.id === dead.effect_id).length > receivedBefore);
+  await eventually("the effect to be delivered", async () =>
+    (await w.db.prepare("SELECT dispatch FROM effect WHERE effect_id = ?").bind(dead.effect_id).first()).dispatch === "delivered",
+  );
+  await page.click("#resource-close");
+  await openResourceById(seeded.paid[1].data.id);
+  assert.equal(await effectRow("fulfilment").getAttribute("data-dispatch"), "delivered");
+  await page.waitForFunction(() => document.querySelector('#tiles [data-metric="dead-effects"] .tile-value')?.textContent === "0");
+  assert.equal(await page.isVisible("#dead-effects"), false);
+  await page.click("#resource-close");
+  await page.click("#clear-filters");
+  await waitForList();
+});
+
 test("replaying the dead delivery shows the API's answer, then it becomes processed", async () => {
   await applyFilters({ status: "dead" });
   const row = page.locator(`#delivery-rows tr[data-event-id="${seeded.dead.event_id}"]`);
@@ -528,6 +834,7 @@ test("reconciliation runs from the page and shows its report", async () => {
   await page.waitForFunction(() => /Reconciliation finished/.test(document.getElementById("notice").textContent));
   const report = await page.locator("#reconcile-report").textContent();
   assert.match(report, /Checked2 paid invoices/);
+  assert.doesNotMatch(report, /null|undefined/);
   assert.match(report, /problems found/);
   assert.match(await page.locator("#reconcile-missing").textContent(), new RegExp(`${seeded.reconMissing} · order order_recon_1 · brought to paid \\(now paid\\)`));
   assert.equal(await page.locator("#reconcile-doubled").textContent(), "None.");
@@ -550,6 +857,161 @@ test("reconciliation runs from the page and shows its report", async () => {
   assert.equal((await w.db.prepare("SELECT count(*) AS n FROM effect WHERE resource_id = ?").bind(seeded.reconMissing).first()).n, 1);
 });
 
+test("bulk replay: the count first, a confirmation (or Cancel), then the replay of exactly what was counted", async () => {
+  const replayCalls = [];
+  const onRequest = (r) => {
+    if (r.method() === "POST" && r.url() === `${w.url}/admin/api/deliveries/replay`) replayCalls.push(JSON.parse(r.postData() || "{}"));
+  };
+  page.on("request", onRequest);
+  try {
+    // it starts from the archive's filters
+    await applyFilters({ type: "invoice.refunded" });
+    await page.click("#bulk-open");
+    await page.waitForSelector("#bulk:not([hidden])");
+    assert.equal(await page.getAttribute("#bulk-open", "aria-expanded"), "true");
+    assert.equal(await page.inputValue("#b-type"), "invoice.refunded");
+
+    // no filter at all: refused before any call
+    await page.fill("#b-type", "");
+    await page.click("#bulk-count");
+    assert.match(await page.locator("#bulk-status").textContent(), /at least one filter/);
+    assert.equal(replayCalls.length, 0);
+    // a time that is not ISO-8601
+    await page.fill("#b-after", "yesterday");
+    await page.click("#bulk-count");
+    assert.match(await page.locator("#bulk-status").textContent(), /not an ISO-8601 time/);
+    assert.equal(replayCalls.length, 0);
+
+    // a count, then Cancel: nothing replayed
+    await page.fill("#b-after", "");
+    await page.fill("#b-type", "invoice.paid");
+    await page.click("#bulk-count");
+    await page.waitForSelector("#bulk-confirm:not([hidden])");
+    assert.deepEqual(replayCalls, [{ dry_run: true, type: "invoice.paid" }]);
+    const paidCount = (await admin(w.url, "POST", "/deliveries/replay", { dry_run: true, type: "invoice.paid" })).json.matched;
+    assert.match(await page.locator("#bulk-confirm-text").textContent(), new RegExp(`^${paidCount} deliveries match \\(type invoice\\.paid\\)`));
+    await page.click("#bulk-cancel");
+    assert.match(await page.locator("#bulk-status").textContent(), /Cancelled: nothing was replayed/);
+    assert.equal(replayCalls.length, 1);
+
+    // the real thing, over a time window and a resource: received in the last day, the refunded invoice
+    const after = new Date(Date.now() - 86400000).toISOString();
+    const before = new Date(Date.now() + 60000).toISOString();
+    await page.fill("#b-type", "");
+    await page.fill("#b-resource", seeded.refundInv);
+    await page.fill("#b-after", after);
+    await page.fill("#b-before", before);
+    await page.click("#bulk-count");
+    await page.waitForSelector("#bulk-confirm:not([hidden])");
+    const filters = { resource_id: seeded.refundInv, received_after: after, received_before: before };
+    assert.deepEqual(replayCalls[1], { dry_run: true, ...filters });
+    assert.match(await page.locator("#bulk-confirm-text").textContent(), /^4 deliveries match/);
+    assert.equal(await page.locator("#bulk-go").textContent(), "Replay 4 deliveries");
+    await shot("desktop-bulk-confirm.png");
+    await page.click("#bulk-go");
+    await page.waitForFunction(() => /Bulk replay done/.test(document.getElementById("bulk-status").textContent), null, { timeout: 30000 });
+    assert.match(await page.locator("#bulk-status").textContent(), /Bulk replay done: 4 of 4 enqueued/);
+    assert.equal(await page.locator("#bulk-progress-text").textContent(), "Done: 4 of 4 enqueued");
+    // the confirmed calls send exactly the counted filters, then follow the cursor until null
+    const real = replayCalls.slice(2);
+    assert.ok(real.length >= 1);
+    assert.deepEqual(real[0], filters);
+    real.slice(1).forEach((c) => {
+      assert.equal(typeof c.cursor, "string");
+      assert.deepEqual({ ...c, cursor: undefined }, { ...filters, cursor: undefined });
+    });
+    await shot("desktop-bulk-done.png");
+    // replayed, and the guard kept anything from shipping twice
+    await allProcessed();
+    const effects = await w.db.prepare("SELECT kind, count(*) AS n FROM effect WHERE resource_id = ? GROUP BY kind").bind(seeded.refundInv).all();
+    assert.deepEqual(effects.results.map((r) => [r.kind, r.n]).sort(), [["fulfilment", 1], ["revocation", 1]]);
+    await page.click("#bulk-close");
+    assert.equal(await page.isVisible("#bulk"), false);
+    await page.click("#clear-filters");
+    await waitForList();
+  } finally {
+    page.off("request", onRequest);
+  }
+});
+
+test("bulk replay of 650 dead deliveries follows next_cursor, 300 per call, showing progress", async () => {
+  // a worker with the smallest invocation budget (10): three chunks of 100 per call, so 650
+  // dead deliveries take three calls
+  const small = await startWorker({ vars: { INVOCATION_BUDGET: "10" } });
+  const p2 = await context.newPage();
+  p2.on("pageerror", (e) => pageErrors.push(String(e)));
+  p2.on("dialog", (d) => {
+    dialogs.push(d.message());
+    d.dismiss().catch(() => {});
+  });
+  const N = 650;
+  const calls = [];
+  p2.on("request", (r) => {
+    if (r.method() === "POST" && r.url() === `${small.url}/admin/api/deliveries/replay`) calls.push(JSON.parse(r.postData() || "{}"));
+  });
+  try {
+    // 650 deliveries left dead by an outage (their bodies valid: a replay applies them)
+    const insert = small.db.prepare(
+      "INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, processed_at, outcome, attempts, last_error) VALUES (?, ?, 'invoice.paid', ?, ?, 'dead', 5, 'd1_error: simulated outage')",
+    );
+    const now = new Date().toISOString();
+    await small.db.batch(
+      Array.from({ length: N }, () => {
+        const env = envelope("invoice.paid", randomId("inv_"));
+        return insert.bind(env.event_id, env.data.id, JSON.stringify(env), now);
+      }),
+    );
+    await p2.goto(`${small.url}/admin`);
+    await p2.fill("#token", ADMIN_TOKEN);
+    await p2.click("#sign-in-form button[type=submit]");
+    await p2.waitForSelector("#app:not([hidden])");
+    await p2.waitForFunction(() => document.querySelector('#tiles [data-metric="dead-deliveries"] .tile-value')?.textContent === "650");
+    // from the health view: show the dead deliveries, then replay them all
+    await p2.click('#tiles [data-metric="dead-deliveries"] button');
+    await p2.waitForFunction(() => !document.getElementById("delivery-table").hasAttribute("aria-busy") && document.querySelectorAll("#delivery-rows tr[data-status=dead]").length === 50);
+    await p2.click("#bulk-open");
+    assert.equal(await p2.inputValue("#b-status"), "dead", "the archive's filter carried over");
+    await p2.click("#bulk-count");
+    await p2.waitForSelector("#bulk-confirm:not([hidden])");
+    assert.match(await p2.locator("#bulk-confirm-text").textContent(), /^650 deliveries match \(status dead\)/);
+    await p2.evaluate(() => {
+      window.__progress = [];
+      const t = document.getElementById("bulk-progress-text");
+      new MutationObserver(() => window.__progress.push(t.textContent)).observe(t, { childList: true, characterData: true, subtree: true });
+    });
+    await p2.click("#bulk-go");
+    await p2.waitForFunction(() => /Bulk replay done/.test(document.getElementById("bulk-status").textContent), null, { timeout: 60000 });
+    assert.match(await p2.locator("#bulk-status").textContent(), /Bulk replay done: 650 of 650 enqueued/);
+    const progress = await p2.evaluate(() => window.__progress);
+    assert.deepEqual(
+      progress.filter((t, i) => t !== progress[i - 1]),
+      ["0 of 650 enqueued", "300 of 650 enqueued", "600 of 650 enqueued", "Done: 650 of 650 enqueued"],
+    );
+    assert.deepEqual(await p2.evaluate(() => [document.getElementById("bulk-progress").value, document.getElementById("bulk-progress").max]), [650, 650]);
+    // the count, then three calls: the cursor of each answer posted back with the same filter
+    assert.equal(calls.length, 4, JSON.stringify(calls));
+    assert.deepEqual(calls[0], { dry_run: true, status: "dead" });
+    assert.deepEqual(calls[1], { status: "dead" });
+    for (const c of calls.slice(2)) {
+      assert.equal(c.status, "dead");
+      assert.match(c.cursor, /~evt_/);
+    }
+    assert.notEqual(calls[2].cursor, calls[3].cursor);
+    await p2.screenshot({ path: path.join(ARTIFACTS, "desktop-bulk-650.png") });
+    // every one replayed and applied once
+    await eventually(
+      "the 650 replays to be applied",
+      async () => (await small.db.prepare("SELECT count(*) AS n FROM webhook_delivery WHERE outcome = 'applied'").first()).n === N,
+      120000,
+      250,
+    );
+    assert.equal((await small.db.prepare("SELECT count(*) AS n FROM effect WHERE kind = 'fulfilment'").first()).n, N);
+  } finally {
+    await p2.close();
+    await small.close();
+  }
+});
+
 test("keyboard focus is visible", async () => {
   await page.focus("#refresh");
   await page.keyboard.press("Tab");
@@ -561,12 +1023,22 @@ test("phone width: the table becomes stacked cards without horizontal scrolling"
   await page.setViewportSize({ width: 820, height: 1000 });
   await waitForList();
   await assertNoOverflow(820);
+  await page.evaluate(() => document.getElementById("deliveries-title").scrollIntoView());
   await shot("tablet-deliveries.png");
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await shot("tablet-health.png");
   await page.setViewportSize({ width: 375, height: 812 });
   await page.reload();
   await page.waitForSelector("#app:not([hidden])", { timeout: 10000 });
   await waitForList();
+  await waitForHealth();
   assert.equal((await rowIds()).length, 50, "still signed in after a reload (sessionStorage)");
+  // health on a phone: alerts as cards, the figures two by two, nothing wider than the screen
+  await assertNoOverflow(375);
+  await shot("phone-health.png");
+  await page.evaluate(() => document.getElementById("tiles").scrollIntoView());
+  await shot("phone-health-figures.png");
+  await page.evaluate(() => document.getElementById("deliveries-title").scrollIntoView());
   const layout = await page.evaluate(() => ({
     scroll: document.documentElement.scrollWidth,
     td: getComputedStyle(document.querySelector("#delivery-rows td")).display,
@@ -585,9 +1057,22 @@ test("phone width: the table becomes stacked cards without horizontal scrolling"
   await page.waitForSelector("#resource:not([hidden])");
   await assertNoOverflow(375);
   await shot("phone-resource.png");
+  await page.evaluate(() => document.getElementById("transition-title").scrollIntoView());
+  await shot("phone-resource-transition.png");
   await page.evaluate(() => document.getElementById("effects-title").scrollIntoView());
   await shot("phone-resource-effects.png");
   await page.click("#resource-close");
+
+  // the bulk replay form and its confirmation fit too
+  await page.click("#bulk-open");
+  await page.fill("#b-type", "invoice.refunded");
+  await page.click("#bulk-count");
+  await page.waitForSelector("#bulk-confirm:not([hidden])");
+  await assertNoOverflow(375);
+  await page.evaluate(() => document.getElementById("bulk-title").scrollIntoView());
+  await shot("phone-bulk-confirm.png");
+  await page.click("#bulk-cancel");
+  await page.click("#bulk-close");
 
   // signing out forgets the token
   await page.click("#sign-out");

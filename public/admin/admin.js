@@ -1,5 +1,8 @@
-// The operators' page: a small client of /admin/api. Every value from the API reaches the page
-// through textContent or an attribute set with setAttribute, never as markup.
+// The operators' page: a static file (Workers Static Assets) and a small client of /admin/api.
+// It opens on health (alerts, backlog, dead deliveries and effects, refusals, reconciliation),
+// then the delivery archive; a resource shows its history, its effects with their dispatch
+// state and a manual transition. Every value from the API reaches the page through textContent
+// or an attribute set with setAttribute, never as markup.
 "use strict";
 (function () {
   const TOKEN_KEY = "paymos-admin-token";
@@ -130,6 +133,7 @@
   function showSignIn(message) {
     $("api-off").hidden = true;
     $("app").hidden = true;
+    $("sections").hidden = true;
     $("sign-out").hidden = true;
     $("sign-in").hidden = false;
     $("sign-in-message").textContent = message || "";
@@ -141,6 +145,7 @@
     $("sign-in").hidden = true;
     $("sign-in-message").textContent = "";
     $("app").hidden = false;
+    $("sections").hidden = false;
     $("sign-out").hidden = false;
   }
 
@@ -168,7 +173,9 @@
 
   function showOff(focus = true) {
     state.seq++;
+    health.seq++;
     $("app").hidden = true;
+    $("sections").hidden = true;
     $("sign-out").hidden = true;
     $("sign-in").hidden = true;
     $("api-off").hidden = false;
@@ -198,19 +205,36 @@
       showOff(byOperator);
     } else if (t && res.ok) {
       showApp();
-      loadDeliveries();
+      openApp(false);
     } else {
       if (t) storeToken(null);
       showSignIn(t ? "The token was not accepted. Sign in again." : "");
     }
   }
 
+  /** After sign-in (or a reload with the token): health first, the archive under it. */
+  function openApp(focus) {
+    if (focus) $("health-title").focus();
+    return Promise.all([loadHealth(), loadDeliveries()]);
+  }
+
   function signOut(message) {
     storeToken(null);
     state.seq++;
+    health.seq++;
+    bulk.stop = true;
     $("delivery-rows").replaceChildren();
+    $("alert-rows").replaceChildren();
+    $("tiles").replaceChildren();
+    $("dead-effect-rows").replaceChildren();
+    $("health-recon-body").replaceChildren();
+    $("config-warnings").replaceChildren();
+    $("signature-list").replaceChildren();
+    $("health-error").replaceChildren();
+    $("health-updated").textContent = "";
     $("resource").hidden = true;
     $("reconcile-report").hidden = true;
+    closeBulk(false);
     clearNotice();
     showSignIn(message);
   }
@@ -240,8 +264,7 @@
     }
     input.value = "";
     showApp();
-    $("deliveries-title").focus();
-    await loadDeliveries();
+    await openApp(true);
   }
 
   // ---- deliveries: newest first, cursor paging with a stack for "newer" ----
@@ -434,7 +457,7 @@
     await loadDeliveries();
   }
 
-  // ---- one resource: state history and effects ----
+  // ---- one resource: state, manual transition, history, effects with their dispatch ----
 
   const EFFECT_LABELS = {
     fulfilment: "Fulfilment",
@@ -442,6 +465,8 @@
     settlement: "Settlement",
     credit: "Ledger credit",
   };
+  const KIND_OF_PREFIX = { inv_: "invoice", wdr_: "withdrawal", pcd_: "deposit" };
+  const MAX_REASON = 500;
 
   function fact(name, value) {
     return [el("dt", {}, name), el("dd", {}, value === null || value === undefined || value === "" ? dash() : value)];
@@ -451,16 +476,83 @@
     return el("tr", { class: "empty" }, el("td", { colspan: String(cols) }, text));
   }
 
+  const money = (amount, currency) => (amount ? `${amount}${currency ? " " + currency : ""}` : null);
+  const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+  /** "45 s", "3 min 20 s", "2 h 5 min", "3 d 4 h" from seconds. */
+  function age(seconds) {
+    const s = Math.max(0, Math.round(Number(seconds)));
+    if (!Number.isFinite(s)) return "—";
+    if (s < 60) return `${s} s`;
+    if (s < 3600) return `${Math.floor(s / 60)} min${s % 60 ? ` ${s % 60} s` : ""}`;
+    if (s < 86400) return `${Math.floor(s / 3600)} h${Math.floor((s % 3600) / 60) ? ` ${Math.floor((s % 3600) / 60)} min` : ""}`;
+    return `${Math.floor(s / 86400)} d${Math.floor((s % 86400) / 3600) ? ` ${Math.floor((s % 86400) / 3600)} h` : ""}`;
+  }
+
+  const DISPATCHES = ["pending", "delivered", "dead"];
+
+  /** An effect's dispatch state: a badge (colour) with words, and what it waits for or what failed. */
+  function dispatchCell(f) {
+    const d = DISPATCHES.includes(f.dispatch) ? f.dispatch : "other";
+    const label = {
+      pending: "pending",
+      delivered: "✔ delivered",
+      dead: "✖ DEAD",
+      other: String(f.dispatch ?? "unknown"),
+    }[d];
+    const details = [];
+    if (d === "pending") details.push(f.awaiting_order_ref ? "awaiting order_ref: not sent until it is known" : "to the order system");
+    if (d === "dead") details.push("not delivered after every retry: redeliver");
+    if (d === "delivered" && f.delivered_at) details.push(el("span", {}, "at ", time(f.delivered_at)));
+    if (f.last_error && d !== "delivered") details.push(el("span", { class: "error-text" }, `last error: ${f.last_error}`));
+    return [
+      el("span", { class: `badge dispatch-${d}` }, label),
+      ...details.map((x) => el("span", { class: "badge-detail" }, el("span", { class: "visually-hidden" }, " · "), x)),
+    ];
+  }
+
+  function redeliverButton(f, after) {
+    const b = el("button", { type: "button", class: "small danger", "aria-label": `Redeliver ${f.id}` }, "Redeliver");
+    b.addEventListener("click", () => redeliver(String(f.id), b, after));
+    return b;
+  }
+
+  function effectRow(f) {
+    const dead = f.dispatch === "dead";
+    return el(
+      "tr",
+      { "data-kind": f.kind, "data-effect-id": f.id ?? null, "data-dispatch": f.dispatch ?? null, class: dead ? "row-dead" : null },
+      td("Effect", { class: "id" },
+        el("strong", {}, EFFECT_LABELS[f.kind] || String(f.kind)),
+        f.id ? el("code", { class: "effect-id" }, String(f.id)) : null,
+      ),
+      td("Dispatch", null, dispatchCell(f)),
+      td("Attempts", { class: "num" }, String(f.attempts ?? 0)),
+      td("License code", null, f.license_code ? el("code", { class: "license" }, String(f.license_code)) : dash()),
+      td("Order ref", null, f.order_ref ? el("code", {}, String(f.order_ref)) : dash()),
+      td("Amount", null, money(f.amount, f.currency) ?? dash()),
+      td("Cause", { class: "cause", title: String(f.cause ?? "") },
+        /^evt_/.test(String(f.cause)) ? el("code", {}, String(f.cause)) : el("span", { class: "clamp" }, String(f.cause ?? "")),
+      ),
+      td("Created", null, time(f.created_at)),
+      el("td", { class: "row-actions" }, dead && f.id ? redeliverButton(f, () => reloadResource()) : null),
+    );
+  }
+
   function renderResource(r) {
     const kind = String(r.kind || "resource");
+    state.resourceKind = kind;
+    state.resourceStatus = r.status == null ? null : String(r.status);
     $("resource-title").textContent = `${kind.charAt(0).toUpperCase()}${kind.slice(1)} ${r.id}`;
-    const amount = r.amount ? `${r.amount}${r.currency ? " " + r.currency : ""}` : null;
+    const effects = Array.isArray(r.effects) ? r.effects : [];
+    const dead = effects.filter((f) => f.dispatch === "dead").length;
     $("resource-facts").replaceChildren(
       ...fact("Status", el("strong", { class: "state" }, String(r.status))),
       ...fact("Order ref", r.order_ref ? el("code", {}, String(r.order_ref)) : null),
-      ...fact("Amount", amount),
+      ...fact("Amount", money(r.amount, r.currency)),
       ...fact("Created", time(r.created_at)),
       ...fact("Updated", time(r.updated_at)),
+      ...(dead ? fact("Effects", el("strong", { class: "error-text" }, `✖ ${plural(dead, "dead effect")}: redeliver below`)) : []),
     );
     const history = Array.isArray(r.history) ? r.history : [];
     $("history-rows").replaceChildren(
@@ -481,41 +573,160 @@
           )
         : [emptyRow(4, "No transitions recorded.")]),
     );
-    const effects = Array.isArray(r.effects) ? r.effects : [];
-    $("effect-rows").replaceChildren(
-      ...(effects.length
-        ? effects.map((f) =>
-            el(
-              "tr",
-              { "data-kind": f.kind },
-              td("Effect", null, el("strong", {}, EFFECT_LABELS[f.kind] || String(f.kind))),
-              td("License code", null,
-                f.license_code ? el("code", { class: "license" }, String(f.license_code)) : dash(),
-              ),
-              td("Order ref", null, f.order_ref ? el("code", {}, String(f.order_ref)) : dash()),
-              td("Amount", null,
-                f.amount ? `${f.amount}${f.currency ? " " + f.currency : ""}` : dash(),
-              ),
-              td("Cause", null, /^evt_/.test(String(f.cause)) ? el("code", {}, String(f.cause)) : String(f.cause ?? "")),
-              td("Time", null, time(f.created_at)),
-            ),
-          )
-        : [emptyRow(6, "No effects.")]),
-    );
+    $("effect-rows").replaceChildren(...(effects.length ? effects.map(effectRow) : [emptyRow(9, "No effects.")]));
+    setupTransition(kind, state.resourceStatus);
   }
 
   function renderMissingResource(id) {
+    // a valid id of no recorded resource may still be brought to a state (from unknown)
+    const m = /^(inv_|wdr_|pcd_)[A-Za-z0-9]{1,64}$/.exec(String(id));
+    const kind = m ? KIND_OF_PREFIX[m[1]] : null;
+    state.resourceKind = kind;
+    state.resourceStatus = null;
     $("resource-title").textContent = `Resource ${id}`;
     $("resource-facts").replaceChildren(
       ...fact("Status", "no state recorded (not processed yet, or only unknown event types)"),
     );
     $("history-rows").replaceChildren(emptyRow(4, "No transitions recorded."));
-    $("effect-rows").replaceChildren(emptyRow(6, "No effects."));
+    $("effect-rows").replaceChildren(emptyRow(9, "No effects."));
+    setupTransition(kind, null);
+  }
+
+  /** The transition form for this kind: its states from the core (machine.json). */
+  function setupTransition(kind, current) {
+    const form = $("transition-form");
+    const states = kind && Array.isArray(machine.states[kind]) ? machine.states[kind].map(String) : [];
+    form.hidden = !kind;
+    if (!kind) return;
+    const select = $("t-to");
+    const keep = select.value;
+    select.replaceChildren(
+      el("option", { value: "" }, "— choose —"),
+      ...states.map((st) => el("option", { value: st }, st === current ? `${st} (current)` : st)),
+    );
+    if (states.includes(keep) && form.dataset.resource === state.resourceId) select.value = keep;
+    if (form.dataset.resource !== state.resourceId) {
+      form.reset();
+      $("transition-result").replaceChildren();
+      form.dataset.resource = state.resourceId;
+    }
+    $("t-order-ref-field").hidden = kind !== "invoice";
+    $("t-submit").disabled = states.length === 0;
+    if (states.length === 0) {
+      $("transition-result").replaceChildren(
+        el("p", { class: "notice error" }, "The list of states (machine.json) could not be loaded: reload the page."),
+      );
+    }
+    reasonCount();
+  }
+
+  /** Unicode characters, as the API counts them (not UTF-16 units). */
+  const chars = (s) => [...s].length;
+
+  function reasonCount() {
+    const n = chars($("t-reason").value.trim());
+    const c = $("t-reason-count");
+    c.textContent = `${n} / ${MAX_REASON}`;
+    c.classList.toggle("error-text", n > MAX_REASON);
+  }
+
+  function transitionResult(kind, ...content) {
+    $("transition-result").replaceChildren(el("div", { class: `notice ${kind}` }, ...content));
+  }
+
+  async function submitTransition(ev) {
+    ev.preventDefault();
+    const id = state.resourceId;
+    if (!id) return;
+    const to = $("t-to").value;
+    const reason = $("t-reason").value.trim();
+    if (!to) {
+      transitionResult("error", "Choose the target state.");
+      $("t-to").focus();
+      return;
+    }
+    if (chars(reason) < 1 || chars(reason) > MAX_REASON) {
+      transitionResult("error", `A reason of 1 to ${MAX_REASON} characters is required (now ${chars(reason)}).`);
+      $("t-reason").focus();
+      return;
+    }
+    const body = { to, reason };
+    for (const [k, input] of [["order_ref", "t-order-ref"], ["amount", "t-amount"], ["currency", "t-currency"]]) {
+      if ($(input).closest(".field").hidden) continue;
+      const v = $(input).value.trim();
+      if (v) body[k] = v;
+    }
+    const btn = $("t-submit");
+    btn.disabled = true;
+    transitionResult("info", `Applying ${to} to ${id}…`);
+    try {
+      const { data } = await api("POST", `/resources/${encodeURIComponent(id)}/transition`, body);
+      if (state.resourceId !== id) return;
+      // the resource as it is now first, then the answer: both show together
+      await reloadResource();
+      if (state.resourceId !== id) return;
+      const status = String(data?.status ?? "unknown");
+      if (data && data.applied === true) {
+        transitionResult("ok", el("strong", {}, `✔ Applied: ${id} is now ${status}.`), " Recorded with your reason in the history.");
+        for (const f of ["t-to", "t-reason", "t-order-ref", "t-amount", "t-currency"]) $(f).value = "";
+        reasonCount();
+      } else {
+        const facts = ["order_ref", "amount", "currency"].filter((k) => body[k]);
+        transitionResult(
+          "warn",
+          el("strong", {}, `✖ Refused by the guard: stale.`),
+          ` ${id} may not enter ${to} from where it is; it stays ${status}.`,
+          facts.length
+            ? ` The ${facts.join(", ")} you gave fill what it lacked (a known value is never overwritten); an effect waiting for its order_ref is sent with it.`
+            : " Nothing changed.",
+        );
+      }
+      loadHealth();
+    } catch (e) {
+      if (e.status === 401) return;
+      transitionResult("error", el("strong", {}, "Transition refused: "), e instanceof ApiError ? e.describe() : String(e));
+    } finally {
+      btn.disabled = false;
+    }
+  }
+
+  /** Redelivers one effect (same id) and shows the answer; `after` refreshes what listed it. */
+  async function redeliver(id, btn, after) {
+    btn.disabled = true;
+    notice("info", `Redelivering ${id}…`);
+    try {
+      const answer = await api("POST", `/effects/${encodeURIComponent(id)}/redeliver`);
+      const queued = answer.data && answer.data.enqueued;
+      notice(
+        "ok",
+        el("strong", {}, `Redelivery of ${id} accepted`),
+        queued ? " — queued for the order system under the same id." : " — the dispatcher will send it (not enqueued now; the sweeper picks it up).",
+        answerBlock(answer.status, answer.data),
+      );
+    } catch (e) {
+      btn.disabled = false;
+      if (e.status !== 401) errorNotice(`Redelivery of ${id}`, e);
+      return;
+    }
+    await Promise.all([after ? after() : null, loadHealth()]);
+  }
+
+  async function reloadResource() {
+    const id = state.resourceId;
+    if (!id) return;
+    try {
+      const { data } = await api("GET", `/resources/${encodeURIComponent(id)}`);
+      if (state.resourceId === id) renderResource(data);
+    } catch (e) {
+      if (e.status === 404 && state.resourceId === id) renderMissingResource(id);
+      else if (e.status !== 401) errorNotice(`Loading ${id}`, e);
+    }
   }
 
   async function openResource(id, opener) {
     state.resourceId = id;
     state.opener = opener || null;
+    await loadMachine();
     try {
       const { data } = await api("GET", `/resources/${encodeURIComponent(id)}`);
       if (state.resourceId !== id) return;
@@ -555,26 +766,38 @@
 
   // ---- reconciliation ----
 
+  function resourceButton(id) {
+    const b = el("button", { type: "button", class: "link" }, String(id));
+    b.addEventListener("click", () => openResource(String(id), b));
+    return b;
+  }
+
+  /** A reconciliation report's headline facts (the report card and the health view). */
+  function reportFacts(r) {
+    const n = (k) => (Array.isArray(r[k]) ? r[k].length : 0);
+    const result = r.ok
+      ? el("strong", { class: "ok-text" }, "✔ consistent")
+      : r.continues
+        ? el("strong", { class: "warn-text" }, "… running: continues by cron")
+        : el("strong", { class: "error-text" }, "✖ problems found");
+    return [
+      ...fact("Result", result),
+      ...fact("Checked", `${r.checked ?? 0} paid invoice${r.checked === 1 ? "" : "s"} at the provider`),
+      ...fact("Pages", String(r.pages ?? 0)),
+      ...fact("Found", `missing ${n("missing")} · unprocessed ${n("unprocessed")} · doubled ${n("doubled")}`),
+      ...(r.truncated && !r.continues ? fact("Truncated", el("span", { class: "error-text" }, `yes${r.error ? `: ${r.error}` : ""}`)) : []),
+      ...(r.started_at ? fact("Started", time(r.started_at)) : []),
+      ...(r.finished_at ? fact("Finished", time(r.finished_at)) : []),
+    ];
+  }
+
   function renderReport(r) {
     const missing = Array.isArray(r.missing) ? r.missing : [];
     const doubled = Array.isArray(r.doubled) ? r.doubled : [];
-    const resourceButton = (id) => {
-      const b = el("button", { type: "button", class: "link" }, String(id));
-      b.addEventListener("click", () => openResource(String(id), b));
-      return b;
-    };
+    const unprocessed = Array.isArray(r.unprocessed) ? r.unprocessed : [];
     const body = $("reconcile-body");
-    body.replaceChildren(
-      el(
-        "dl",
-        { class: "facts" },
-        ...fact(
-          "Result",
-          el("strong", { class: r.ok ? "ok-text" : "error-text" }, r.ok ? "✔ consistent" : "✖ problems found"),
-        ),
-        ...fact("Checked", `${r.checked ?? 0} paid invoice${r.checked === 1 ? "" : "s"} at the provider`),
-        ...fact("Pages", String(r.pages ?? 0)),
-      ),
+    const parts = [
+      el("dl", { class: "facts" }, ...reportFacts(r)),
       el("h4", {}, `Missing invoice.paid deliveries (${missing.length})`),
       missing.length
         ? el(
@@ -592,6 +815,22 @@
             ),
           )
         : el("p", { class: "muted", id: "reconcile-missing" }, "None."),
+      unprocessed.length ? el("h4", {}, `invoice.paid on record but not applied (${unprocessed.length})`) : null,
+      unprocessed.length
+        ? el(
+            "ul",
+            { class: "report-list", id: "reconcile-unprocessed" },
+            ...unprocessed.map((u) =>
+              el(
+                "li",
+                {},
+                resourceButton(u.id),
+                u.event_id ? [" · ", el("code", {}, String(u.event_id))] : "",
+                ` · ${u.outcome ?? "not processed"}`,
+              ),
+            ),
+          )
+        : null,
       el("h4", {}, `Doubled effects (${doubled.length})`),
       doubled.length
         ? el(
@@ -602,7 +841,8 @@
             ),
           )
         : el("p", { class: "muted", id: "reconcile-doubled" }, "None."),
-    );
+    ];
+    body.replaceChildren(...parts.filter(Boolean));
     $("reconcile-report").hidden = false;
   }
 
@@ -620,12 +860,456 @@
         el("strong", {}, "Reconciliation finished: "),
         `checked ${data.checked ?? 0}, missing ${missing}, doubled ${doubled}${data.ok ? " — all consistent." : "."}`,
       );
-      await loadDeliveries();
+      await Promise.all([loadDeliveries(), loadHealth()]);
     } catch (e) {
       if (e.status !== 401) errorNotice("Reconciliation", e);
     } finally {
       btn.disabled = false;
     }
+  }
+
+  // ---- health (contract §9): alerts, backlog, dead deliveries and effects, refusals ----
+
+  const health = { seq: 0 };
+  const BACKLOG_ALERT_SECONDS = 15 * 60; // the alerts' threshold (contract §9)
+  const num = (v) => (Number.isFinite(Number(v)) ? Number(v) : 0);
+  const obj = (v) => (v && typeof v === "object" && !Array.isArray(v) ? v : {});
+
+  /**
+   * One figure: a title, the number, its words and a tone. The tone is a colour and always
+   * a word too ("✔ ok", "⚠ behind", "✖ needs action"), never colour alone.
+   */
+  function tile({ key, title, value, tone, verdict, details = [], action = null }) {
+    return el(
+      "div",
+      { class: `tile tone-${tone}`, role: "listitem", "data-metric": key },
+      el("h3", { class: "tile-title" }, title),
+      el("p", { class: "tile-value" }, String(value)),
+      el("p", { class: "tile-verdict" }, verdict),
+      ...details.map((d) => el("p", { class: "tile-detail" }, d)),
+      action,
+    );
+  }
+
+  const OK = "✔ ok";
+
+  function renderTiles(m) {
+    const d = obj(m.deliveries);
+    const byOutcome = obj(d.by_outcome);
+    const e = obj(m.effects);
+    const byDispatch = obj(e.by_dispatch);
+    const refused = obj(m.refused_last_hour);
+    const unprocessed = num(d.unprocessed);
+    const oldest = d.oldest_unprocessed_seconds;
+    const deadDeliveries = num(d.dead ?? byOutcome.dead);
+    const pending = num(byDispatch.pending);
+    const deadEffects = num(byDispatch.dead);
+    const awaiting = num(e.awaiting_order_ref);
+    const oldestEffect = e.oldest_pending_seconds;
+    const refusedTotal = num(refused.total);
+    const reasons = Object.entries(obj(refused.by_reason)).filter(([, n]) => num(n) > 0);
+    const mismatches = num(d.livemode_mismatches);
+
+    const backlogTone = oldest != null && num(oldest) > BACKLOG_ALERT_SECONDS ? "warn" : "ok";
+    const effectsTone = oldestEffect != null && num(oldestEffect) > BACKLOG_ALERT_SECONDS ? "warn" : "ok";
+    const showDead = el("button", { type: "button", class: "small danger" }, "Show dead deliveries");
+    showDead.addEventListener("click", () => {
+      $("f-type").value = "";
+      $("f-resource").value = "";
+      $("f-status").value = "dead";
+      readFilters();
+      $("deliveries-title").focus();
+      loadDeliveries();
+    });
+    const showEffects = el("button", { type: "button", class: "small danger" }, "Redeliver below");
+    showEffects.addEventListener("click", () => $("dead-effects-title").scrollIntoView({ block: "start" }));
+
+    $("tiles").replaceChildren(
+      tile({
+        key: "backlog",
+        title: "Delivery backlog",
+        value: unprocessed,
+        tone: backlogTone,
+        verdict: backlogTone === "ok" ? (unprocessed ? "✔ moving" : "✔ nothing waiting") : "⚠ behind: older than 15 min",
+        details: [unprocessed ? `unprocessed · oldest ${oldest == null ? "—" : age(oldest)}` : "unprocessed"],
+      }),
+      tile({
+        key: "dead-deliveries",
+        title: "Dead deliveries",
+        value: deadDeliveries,
+        tone: deadDeliveries ? "bad" : "ok",
+        verdict: deadDeliveries ? "✖ needs replay" : OK,
+        details: ["every consumer attempt failed"],
+        action: deadDeliveries ? showDead : null,
+      }),
+      tile({
+        key: "effects-pending",
+        title: "Effects pending",
+        value: pending,
+        tone: effectsTone,
+        verdict: effectsTone === "ok" ? (pending ? "✔ on their way" : "✔ nothing waiting") : "⚠ behind: older than 15 min",
+        details: [
+          `oldest ${oldestEffect == null ? "—" : age(oldestEffect)} · ${awaiting} awaiting order_ref`,
+          `${num(byDispatch.delivered)} delivered in all`,
+        ],
+      }),
+      tile({
+        key: "dead-effects",
+        title: "Dead effects",
+        value: deadEffects,
+        tone: deadEffects ? "bad" : "ok",
+        verdict: deadEffects ? "✖ needs redelivery" : OK,
+        details: ["the order system never took them"],
+        action: deadEffects ? showEffects : null,
+      }),
+      tile({
+        key: "refused",
+        title: "Refused, last hour",
+        value: refusedTotal,
+        tone: refusedTotal ? "warn" : "ok",
+        verdict: refusedTotal ? "⚠ requests refused" : OK,
+        details: reasons.length ? reasons.map(([r, n]) => `${r}: ${num(n)}`) : ["no 400/401/413"],
+      }),
+      tile({
+        key: "deliveries",
+        title: "Deliveries",
+        value: ["applied", "stale", "ignored", "dead"].reduce((a, k) => a + num(byOutcome[k]), 0),
+        tone: mismatches ? "warn" : "info",
+        verdict: mismatches ? `⚠ ${plural(mismatches, "livemode mismatch", "livemode mismatches")}` : "processed in all",
+        details: [
+          `applied ${num(byOutcome.applied)} · stale ${num(byOutcome.stale)} · ignored ${num(byOutcome.ignored)}`,
+          el("span", {}, "last received ", d.last_received_at ? time(d.last_received_at) : "never"),
+        ],
+      }),
+    );
+  }
+
+  function renderHealthRecon(r) {
+    const body = $("health-recon-body");
+    if (!r || typeof r !== "object") {
+      body.replaceChildren(el("p", { class: "muted" }, "No reconciliation has run yet."));
+      return;
+    }
+    body.replaceChildren(el("dl", { class: "facts" }, ...reportFacts(r)));
+  }
+
+  function renderConfig(m) {
+    const warnings = Array.isArray(obj(m.config).warnings) ? m.config.warnings : [];
+    $("config-warnings").replaceChildren(
+      warnings.length
+        ? el("ul", { class: "warnings" }, ...warnings.map((w) => el("li", {}, el("strong", {}, "⚠ "), String(w))))
+        : el("p", { class: "ok-text" }, "✔ No configuration warning."),
+    );
+    const sigs = Array.isArray(m.signatures) ? m.signatures : [];
+    $("signature-list").replaceChildren(
+      sigs.length
+        ? el(
+            "ul",
+            { class: "signatures" },
+            ...sigs.map((g) =>
+              el(
+                "li",
+                {},
+                el("code", {}, String(g.secret)),
+                ` · ${plural(num(g.verified), "delivery", "deliveries")} verified`,
+                num(g.verified) === 0 ? el("span", { class: "muted" }, " (unused: safe to remove after a rotation)") : null,
+              ),
+            ),
+          )
+        : el("p", { class: "muted" }, "No secret configured."),
+    );
+  }
+
+  const SEVERITIES = ["critical", "warning", "info"];
+
+  function alertRow(a) {
+    const open = a.state === "open";
+    const sev = SEVERITIES.includes(a.severity) ? a.severity : "other";
+    const stateLabel = { open: "● open", acknowledged: "acknowledged", resolved: "✔ resolved" }[a.state] ?? String(a.state);
+    let action = null;
+    if (open) {
+      action = el("button", { type: "button", class: "small", "aria-label": `Acknowledge ${a.kind} alert ${a.id}` }, "Ack");
+      action.addEventListener("click", () => ackAlert(String(a.id), action));
+    }
+    return el(
+      "tr",
+      { class: open ? `row-alert sev-${sev}` : "row-quiet", "data-alert-id": a.id, "data-state": a.state },
+      td("Severity", null, el("span", { class: `badge sev-${sev}` }, String(a.severity ?? "—"))),
+      td("Alert", { class: "summary-cell" }, el("strong", {}, String(a.kind)), el("span", { class: "badge-detail" }, String(a.summary ?? ""))),
+      td("Count", { class: "num" }, String(a.count ?? 0)),
+      td("First seen", null, time(a.first_seen)),
+      td("Last seen", null, time(a.last_seen)),
+      td("State", null, el("span", { class: `badge alert-${a.state}` }, stateLabel)),
+      el("td", { class: "row-actions" }, action),
+    );
+  }
+
+  function renderAlerts(list) {
+    const rows = Array.isArray(list) ? list : [];
+    const open = rows.filter((a) => a.state === "open");
+    // open first, as the API orders them; the rest keep the API's order
+    const ordered = [...open, ...rows.filter((a) => a.state !== "open")];
+    $("alert-rows").replaceChildren(...(ordered.length ? ordered.map(alertRow) : [emptyRow(7, "No alert.")]));
+    $("alerts-title").textContent = open.length ? `Alerts (${open.length} open)` : "Alerts";
+    $("alerts-summary").textContent = open.length
+      ? `${plural(open.length, "open alert")}: acknowledge one to stop its re-sends; it resolves by itself when the condition clears.`
+      : rows.length
+        ? "✔ No open alert."
+        : "✔ No alert raised.";
+    $("alerts").classList.toggle("has-open", open.length > 0);
+  }
+
+  async function ackAlert(id, btn) {
+    btn.disabled = true;
+    try {
+      const answer = await api("POST", `/alerts/${encodeURIComponent(id)}/ack`);
+      notice("ok", el("strong", {}, `Alert ${id} acknowledged.`), answerBlock(answer.status, answer.data));
+    } catch (e) {
+      btn.disabled = false;
+      if (e.status !== 401) errorNotice(`Acknowledging ${id}`, e);
+      return;
+    }
+    await loadHealth();
+  }
+
+  function renderDeadEffects(list, total) {
+    const rows = Array.isArray(list) ? list : [];
+    $("dead-effects").hidden = rows.length === 0 && !total;
+    $("dead-effect-rows").replaceChildren(
+      ...(rows.length
+        ? rows.map((f) =>
+            el(
+              "tr",
+              { class: "row-dead", "data-effect-id": f.id, "data-kind": f.kind },
+              td("Effect", { class: "id" }, el("strong", {}, EFFECT_LABELS[f.kind] || String(f.kind)), el("code", { class: "effect-id" }, String(f.id))),
+              td("Resource", { class: "id" }, resourceButton(f.resource_id)),
+              td("Attempts", { class: "num" }, String(f.attempts ?? 0)),
+              td("Last error", { class: "error-text" }, f.last_error ? String(f.last_error) : dash()),
+              td("Created", null, time(f.created_at)),
+              el("td", { class: "row-actions" }, redeliverButton(f, () => (state.resourceId ? reloadResource() : null))),
+            ),
+          )
+        : [emptyRow(6, total ? `${plural(total, "dead effect")}; the list could not be loaded.` : "No dead effect.")]),
+    );
+  }
+
+  function healthError(what, e) {
+    $("health-error").append(
+      el("p", { class: "notice error" }, el("strong", {}, `${what} unavailable: `), e instanceof ApiError ? e.describe() : String(e)),
+    );
+  }
+
+  /** Metrics, alerts and the dead effects, each on its own: one failing leaves the others. */
+  async function loadHealth() {
+    const seq = ++health.seq;
+    const section = $("health");
+    section.setAttribute("aria-busy", "true");
+    try {
+      await refreshHealth(seq);
+    } finally {
+      if (seq === health.seq) section.removeAttribute("aria-busy");
+    }
+  }
+
+  async function refreshHealth(seq) {
+    const [m, a] = await Promise.allSettled([api("GET", "/metrics"), api("GET", "/alerts")]);
+    if (seq !== health.seq) return;
+    $("health-error").replaceChildren();
+    if ([m, a].some((r) => r.status === "rejected" && r.reason?.status === 401)) return;
+    let deadEffects = 0;
+    if (m.status === "fulfilled") {
+      const metrics = obj(m.value.data);
+      renderTiles(metrics);
+      renderHealthRecon(metrics.reconciliation);
+      renderConfig(metrics);
+      deadEffects = num(obj(obj(metrics.effects).by_dispatch).dead);
+    } else {
+      $("tiles").replaceChildren();
+      $("health-recon-body").replaceChildren(el("p", { class: "muted" }, "Unknown (no metrics)."));
+      $("config-warnings").replaceChildren();
+      $("signature-list").replaceChildren();
+      healthError("Metrics", m.reason);
+    }
+    if (a.status === "fulfilled") {
+      renderAlerts(obj(a.value.data).data);
+    } else {
+      $("alert-rows").replaceChildren(emptyRow(7, "Alerts could not be loaded."));
+      $("alerts-summary").textContent = "";
+      healthError("Alerts", a.reason);
+    }
+    if (deadEffects > 0) {
+      try {
+        const { data } = await api("GET", "/effects?dispatch=dead&limit=50");
+        if (seq !== health.seq) return;
+        renderDeadEffects(obj(data).data, deadEffects);
+      } catch (e) {
+        if (seq !== health.seq || e.status === 401) return;
+        renderDeadEffects([], deadEffects);
+      }
+    } else {
+      renderDeadEffects([], 0);
+    }
+    const now = new Date().toISOString();
+    $("health-updated").textContent = `updated ${now.slice(11, 19)} UTC`;
+  }
+
+  // ---- bulk replay: count first (dry run), confirm, then page through with the cursor ----
+
+  const bulk = { filters: null, matched: 0, stop: false, running: false };
+  const BULK_FIELDS = [
+    ["type", "b-type"],
+    ["resource_id", "b-resource"],
+    ["status", "b-status"],
+    ["received_after", "b-after"],
+    ["received_before", "b-before"],
+  ];
+  const ISO_8601 = /^\d{4}-\d\d-\d\d(T\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?)?$/;
+  const MAX_BULK_CALLS = 10000;
+
+  function openBulk() {
+    // starts from the archive's filters
+    $("b-type").value = state.filters.type;
+    $("b-resource").value = state.filters.resource_id;
+    $("b-status").value = state.filters.status;
+    resetBulk();
+    $("bulk").hidden = false;
+    $("bulk-open").setAttribute("aria-expanded", "true");
+    $("bulk-title").focus();
+  }
+
+  function closeBulk(focus = true) {
+    if (bulk.running) bulk.stop = true;
+    $("bulk").hidden = true;
+    $("bulk-open").setAttribute("aria-expanded", "false");
+    if (focus) $("bulk-open").focus();
+  }
+
+  function resetBulk() {
+    if (bulk.running) return;
+    bulk.filters = null;
+    $("bulk-confirm").hidden = true;
+    $("bulk-run").hidden = true;
+    $("bulk-status").replaceChildren();
+  }
+
+  function bulkStatus(kind, ...content) {
+    $("bulk-status").replaceChildren(el("div", { class: `notice ${kind}` }, ...content));
+  }
+
+  function describeBulk(f) {
+    return Object.entries(f)
+      .map(([k, v]) => `${k.replace("_", " ")} ${v}`)
+      .join(", ");
+  }
+
+  async function countBulk(ev) {
+    ev.preventDefault();
+    if (bulk.running) return;
+    resetBulk();
+    const filters = {};
+    for (const [k, id] of BULK_FIELDS) {
+      const v = $(id).value.trim();
+      if (v) filters[k] = v;
+    }
+    if (Object.keys(filters).length === 0) {
+      bulkStatus("error", "Choose at least one filter: a bulk replay of the whole archive is not offered.");
+      $("b-type").focus();
+      return;
+    }
+    for (const [k, id] of [["received_after", "b-after"], ["received_before", "b-before"]]) {
+      if (filters[k] && (!ISO_8601.test(filters[k]) || Number.isNaN(Date.parse(filters[k])))) {
+        bulkStatus("error", `${k.replace("_", " ")} is not an ISO-8601 time (e.g. 2025-11-29T21:00:00Z).`);
+        $(id).focus();
+        return;
+      }
+    }
+    const btn = $("bulk-count");
+    btn.disabled = true;
+    bulkStatus("info", "Counting…");
+    try {
+      const { data } = await api("POST", "/deliveries/replay", { dry_run: true, ...filters });
+      const matched = num(obj(data).matched);
+      bulk.filters = filters; // the confirmed call sends exactly what was counted
+      bulk.matched = matched;
+      if (matched === 0) {
+        bulkStatus("info", el("strong", {}, "No delivery matches"), ` (${describeBulk(filters)}): nothing to replay.`);
+        return;
+      }
+      $("bulk-status").replaceChildren();
+      $("bulk-confirm-text").replaceChildren(
+        el("strong", {}, `${plural(matched, "delivery", "deliveries")} ${matched === 1 ? "matches" : "match"}`),
+        ` (${describeBulk(filters)}). Replay ${matched === 1 ? "it" : "all of them"}? Each is re-enqueued; the guard keeps any that already applied from shipping twice.`,
+      );
+      $("bulk-go").textContent = `Replay ${plural(matched, "delivery", "deliveries")}`;
+      $("bulk-confirm").hidden = false;
+      $("bulk-go").focus();
+    } catch (e) {
+      if (e.status !== 401) bulkStatus("error", el("strong", {}, "Count failed: "), e instanceof ApiError ? e.describe() : String(e));
+    } finally {
+      btn.disabled = false;
+    }
+  }
+
+  function bulkProgress(enqueued, matched, done) {
+    const p = $("bulk-progress");
+    p.max = Math.max(1, matched);
+    p.value = Math.min(enqueued, Math.max(1, matched));
+    $("bulk-progress-text").textContent = `${done ? "Done: " : ""}${enqueued} of ${matched} enqueued`;
+  }
+
+  async function runBulk() {
+    const filters = bulk.filters;
+    if (!filters || bulk.running) return;
+    bulk.running = true;
+    bulk.stop = false;
+    $("bulk-confirm").hidden = true;
+    $("bulk-run").hidden = false;
+    $("bulk-stop").hidden = false;
+    $("bulk-count").disabled = true;
+    let enqueued = 0;
+    let matched = bulk.matched;
+    let cursor = null;
+    let calls = 0;
+    let stopped = false;
+    bulkProgress(0, matched, false);
+    bulkStatus("info", `Replaying ${describeBulk(filters)}…`);
+    try {
+      for (;;) {
+        const body = cursor ? { ...filters, cursor } : { ...filters };
+        const { data } = await api("POST", "/deliveries/replay", body);
+        const d = obj(data);
+        calls++;
+        enqueued += num(d.enqueued);
+        if (calls === 1 && d.matched != null) matched = num(d.matched);
+        bulkProgress(enqueued, matched, false);
+        const next = typeof d.next_cursor === "string" && d.next_cursor ? d.next_cursor : null;
+        if (!next) break;
+        if (next === cursor || calls >= MAX_BULK_CALLS) throw new ApiError(0, "cursor_stuck", "the replay cursor did not move");
+        if (bulk.stop) {
+          stopped = true;
+          break;
+        }
+        cursor = next;
+      }
+      bulkProgress(enqueued, matched, !stopped);
+      if (stopped) {
+        bulkStatus("error", el("strong", {}, `Stopped: ${enqueued} of ${matched} enqueued.`), " Count again to replay the rest.");
+      } else bulkStatus(
+        enqueued === matched ? "ok" : "warn",
+        el("strong", {}, `Bulk replay done: ${enqueued} of ${matched} enqueued.`),
+        enqueued === matched ? " The queue consumer processes them now." : " The rest stay stored; the sweeper re-enqueues unprocessed ones.",
+      );
+    } catch (e) {
+      if (e.status !== 401) {
+        bulkStatus("error", el("strong", {}, `Bulk replay failed after ${enqueued} of ${matched}: `), e instanceof ApiError ? e.describe() : String(e));
+      }
+    } finally {
+      bulk.running = false;
+      bulk.filters = null;
+      $("bulk-stop").hidden = true;
+      $("bulk-count").disabled = false;
+    }
+    await Promise.all([loadDeliveries(), loadHealth()]);
   }
 
   // ---- wiring ----
@@ -651,6 +1335,23 @@
   $("reconcile").addEventListener("click", reconcile);
   $("resource-close").addEventListener("click", closeResource);
   $("resource-deliveries").addEventListener("click", resourceDeliveries);
+  $("transition-form").addEventListener("submit", submitTransition);
+  $("t-reason").addEventListener("input", reasonCount);
+  $("health-refresh").addEventListener("click", () => loadHealth());
+  $("bulk-open").addEventListener("click", () => ($("bulk").hidden ? openBulk() : closeBulk()));
+  $("bulk-close").addEventListener("click", () => closeBulk());
+  $("bulk-form").addEventListener("submit", countBulk);
+  $("bulk-form").addEventListener("input", resetBulk);
+  $("bulk-go").addEventListener("click", runBulk);
+  $("bulk-cancel").addEventListener("click", () => {
+    resetBulk();
+    bulkStatus("info", "Cancelled: nothing was replayed.");
+    $("bulk-count").focus();
+  });
+  $("bulk-stop").addEventListener("click", () => {
+    bulk.stop = true;
+    $("bulk-stop").hidden = true;
+  });
   document.addEventListener("keydown", (ev) => {
     if (ev.key === "Escape" && !$("resource").hidden) closeResource();
   });
