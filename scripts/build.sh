@@ -15,6 +15,12 @@ export PAYMOS_BUILD_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unk
 # kind's states from the core: public/admin/machine.json, generated here, never committed
 cargo run -q -p paymos-core --example machine_json -- public/admin/machine.json
 worker-build --release
+# worker-build keeps the wasm `name` section (function names: about 115 KB raw, 33 KB gzipped);
+# only a debugger or a profiler reads it. PAYMOS_KEEP_WASM_NAMES=1 keeps it, e.g. for
+# `twiggy top build/index_bg.wasm`.
+if [ "${PAYMOS_KEEP_WASM_NAMES:-0}" != 1 ]; then
+  node scripts/wasm-strip-names.mjs build/index_bg.wasm
+fi
 raw=$(stat -c %s build/index_bg.wasm)
 gz=$(gzip -9 -c build/index_bg.wasm | wc -c)
 say "wasm size: $raw bytes raw, $gz bytes gzipped (build/index_bg.wasm)"

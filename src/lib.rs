@@ -25,7 +25,6 @@ const RECONCILE_CRON: &str = "17 3 * * *";
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    console_error_panic_hook::set_once();
     let path = req.path();
     let method = req.method();
     match path.as_str() {
@@ -71,7 +70,6 @@ mod queue_export {
         env: ::worker::Env,
         _ctx: ::worker::worker_sys::Context,
     ) -> Result<JsValue, JsValue> {
-        console_error_panic_hook::set_once();
         let (name, messages) = crate::queue::read_batch(&batch);
         let is_effects = name == crate::config::effects_queue(&env)
             || name == crate::config::effects_dead_letter_queue(&env);
@@ -92,7 +90,6 @@ mod queue_export {
 
 #[event(scheduled)]
 async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
-    console_error_panic_hook::set_once();
     // one invocation's budget, shared: reconciliation (a new daily run, or the continuation of
     // an unfinished one) takes half, the sweeper the rest
     let budget = config::invocation_budget(&env);
