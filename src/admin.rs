@@ -57,6 +57,10 @@ pub async fn api(req: Request, env: &Env, path: &str) -> AppResult<Response> {
         (Method::Post, ["resources", id, "transition"]) => manual_transition(req, env, id).await,
         (Method::Post, ["reconcile"]) => reconcile_now(req, env).await,
         (Method::Get, ["effects"]) => list_effects(&req, env).await,
+        (Method::Get, ["metrics"]) => metrics(&req, env).await,
+        (Method::Get, ["alerts"]) => list_alerts(env).await,
+        (Method::Post, ["alerts", id, "ack"]) => ack_alert(env, id).await,
+        (Method::Post, ["deliveries", "replay"]) => bulk_replay(req, env).await,
         (Method::Post, ["effects", id, "redeliver"]) => redeliver_effect(env, id).await,
         (Method::Get, ["reconcile"]) => match reconcile::latest(env).await? {
             Some(report) => Ok(Response::from_json(&report)?),
@@ -66,7 +70,8 @@ pub async fn api(req: Request, env: &Env, path: &str) -> AppResult<Response> {
             Err(AppError::MethodNotAllowed("GET"))
         }
         (_, ["reconcile"]) => Err(AppError::MethodNotAllowed("GET, POST")),
-        (_, ["effects"]) => Err(AppError::MethodNotAllowed("GET")),
+        (_, ["effects"] | ["metrics"] | ["alerts"]) => Err(AppError::MethodNotAllowed("GET")),
+        (_, ["alerts", _, "ack"]) => Err(AppError::MethodNotAllowed("POST")),
         (_, ["effects", _, "redeliver"]) => Err(AppError::MethodNotAllowed("POST")),
         (_, ["deliveries", _, "replay"] | ["resources", _, "transition"]) => {
             Err(AppError::MethodNotAllowed("POST"))
@@ -159,6 +164,184 @@ async fn redeliver_effect(env: &Env, id: &str) -> AppResult<Response> {
         "awaiting_order_ref": awaiting,
     }))?
     .with_status(202))
+}
+
+/// Operational figures (CONTRACT §9): JSON, or `?format=prometheus`.
+async fn metrics(req: &Request, env: &Env) -> AppResult<Response> {
+    let prometheus = req
+        .url()?
+        .query_pairs()
+        .any(|(k, v)| k == "format" && v == "prometheus");
+    let db = sql::database(env)?;
+    let snap = crate::metrics::snapshot(env, &db).await?;
+    if prometheus {
+        let mut resp = Response::ok(snap.prometheus())?;
+        resp.headers_mut()
+            .set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")?;
+        Ok(resp)
+    } else {
+        Ok(Response::from_json(&snap.json())?)
+    }
+}
+
+/// Open alerts first, then acknowledged, then those resolved in the last week.
+async fn list_alerts(env: &Env) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    let alerts = sql::list_alerts(&db, 200).await?;
+    Ok(Response::from_json(&json!({ "data": alerts }))?)
+}
+
+async fn ack_alert(env: &Env, id: &str) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    if !sql::ack_alert(&db, id).await? {
+        return match sql::load_alert(&db, id).await? {
+            None => Err(AppError::NotFound),
+            Some(_) => Err(AppError::Conflict(
+                "alert_resolved",
+                "the alert is resolved already".into(),
+            )),
+        };
+    }
+    Ok(Response::from_json(
+        &json!({ "id": id, "state": "acknowledged" }),
+    )?)
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct BulkReplayRequest {
+    status: Option<String>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+    resource_id: Option<String>,
+    received_after: Option<String>,
+    received_before: Option<String>,
+    #[serde(default)]
+    dry_run: bool,
+    /// Where a previous call stopped (`next_cursor`), to continue the same replay.
+    cursor: Option<String>,
+}
+
+/// A chunk: one claim statement and one `sendBatch`.
+const REPLAY_CHUNK: u32 = 100;
+
+/// Bulk replay (CONTRACT §5): every matching delivery reset (a new generation) and
+/// re-enqueued, in chunks of 100, within this invocation's budget; the guard decides again,
+/// so repeating it doubles nothing. `dry_run` only counts. A replay larger than one
+/// invocation answers `next_cursor`, to be posted back with the same filters.
+async fn bulk_replay(mut req: Request, env: &Env) -> AppResult<Response> {
+    let text = req.text().await.unwrap_or_default();
+    let body: BulkReplayRequest = serde_json::from_str(if text.trim().is_empty() { "{}" } else { &text })
+        .map_err(|e| {
+            AppError::BadRequest(
+                "invalid_json",
+                format!("the body is {{status?, type?, resource_id?, received_after?, received_before?, dry_run?, cursor?}}: {e}"),
+            )
+        })?;
+    fn clean(v: &Option<String>) -> Option<&str> {
+        v.as_deref().map(str::trim).filter(|v| !v.is_empty())
+    }
+    let status = clean(&body.status).map(status_filter).transpose()?;
+    let time = |v: Option<&str>, name: &'static str| -> AppResult<Option<String>> {
+        v.map(|t| {
+            paymos_core::time::normalize_iso8601(t).ok_or_else(|| {
+                AppError::BadRequest("invalid_time", format!("{name} is not an ISO-8601 time"))
+            })
+        })
+        .transpose()
+    };
+    let received_after = time(clean(&body.received_after), "received_after")?;
+    let received_before = time(clean(&body.received_before), "received_before")?;
+    let filter = sql::ReplayFilter {
+        event_type: clean(&body.event_type),
+        resource_id: clean(&body.resource_id),
+        status,
+        received_after: received_after.as_deref(),
+        received_before: received_before.as_deref(),
+    };
+    if filter.event_type.is_none()
+        && filter.resource_id.is_none()
+        && filter.status.is_none()
+        && filter.received_after.is_none()
+        && filter.received_before.is_none()
+    {
+        return Err(AppError::BadRequest(
+            "filter_required",
+            "a bulk replay needs at least one of status, type, resource_id, received_after, received_before".into(),
+        ));
+    }
+    let mut after = match clean(&body.cursor) {
+        None => None,
+        Some(c) => Some(
+            c.split_once(CURSOR_SEPARATOR)
+                .filter(|(at, id)| !at.is_empty() && is_valid_event_id(id))
+                .map(|(at, id)| (at.to_string(), id.to_string()))
+                .ok_or_else(|| {
+                    AppError::BadRequest(
+                        "invalid_cursor",
+                        "the cursor is not one this API gave out".into(),
+                    )
+                })?,
+        ),
+    };
+    let db = sql::database(env)?;
+    let matched = sql::count_replay(&db, &filter).await?;
+    if body.dry_run {
+        return Ok(Response::from_json(
+            &json!({ "matched": matched, "enqueued": 0, "dry_run": true, "next_cursor": null }),
+        )?);
+    }
+    // each chunk costs a statement and a sendBatch; keep a margin for the count above
+    let max_chunks = (config::invocation_budget(env) / 2)
+        .saturating_sub(2)
+        .max(1);
+    let mut enqueued = 0usize;
+    let mut reset = 0usize;
+    let mut next_cursor = None;
+    for i in 0..max_chunks {
+        let cursor = after.as_ref().map(|(a, b)| (a.as_str(), b.as_str()));
+        let rows = sql::replay_chunk(&db, &filter, cursor, REPLAY_CHUNK).await?;
+        let n = rows.len();
+        if n == 0 {
+            break;
+        }
+        reset += n;
+        after = rows
+            .iter()
+            .map(|(id, _, at)| (at.clone(), id.clone()))
+            .max();
+        let messages = rows
+            .into_iter()
+            .map(|(id, generation, _)| DeliveryMessage::new(id, generation))
+            .collect();
+        // reset rows are durable and unprocessed: a failed send is the sweeper's
+        let (sent, err) = queue::enqueue_all(env, messages).await;
+        enqueued += sent;
+        if let Some(e) = err {
+            crate::log::line("bulk_replay", "-", "enqueue_error", Some(&e.to_string()));
+        }
+        if n < REPLAY_CHUNK as usize {
+            break;
+        }
+        if i + 1 == max_chunks {
+            next_cursor = after
+                .as_ref()
+                .map(|(at, id)| format!("{at}{CURSOR_SEPARATOR}{id}"));
+        }
+    }
+    crate::log::line(
+        "bulk_replay",
+        "-",
+        &format!("matched {matched}, reset {reset}, enqueued {enqueued}"),
+        None,
+    );
+    Ok(Response::from_json(&json!({
+        "matched": matched,
+        "enqueued": enqueued,
+        "reset": reset,
+        "dry_run": false,
+        "next_cursor": next_cursor,
+    }))?)
 }
 
 fn parse_limit(v: &str) -> AppResult<u32> {

@@ -112,12 +112,12 @@ pub fn credential_url(env: &Env, name: &str) -> Result<String, String> {
 /// http in development) and its Standard Webhooks secret. `Ok(None)`: no URL set, effects
 /// stay pending in the feed for the order system to pull. `Err`: set but unusable, said
 /// plainly (log line, metrics) instead of failing silently.
-pub struct OrderSystem {
+pub struct SignedEndpoint {
     pub url: String,
     pub secret: paymos_core::standard_webhooks::WebhookSecret,
 }
 
-pub fn order_system(env: &Env) -> Result<Option<OrderSystem>, String> {
+pub fn order_system(env: &Env) -> Result<Option<SignedEndpoint>, String> {
     if string(env, "ORDER_SYSTEM_URL").is_none() {
         return Ok(None);
     }
@@ -126,7 +126,7 @@ pub fn order_system(env: &Env) -> Result<Option<OrderSystem>, String> {
         .ok_or_else(|| "ORDER_SYSTEM_SECRET is not set: effects cannot be signed".to_string())?;
     let secret = paymos_core::standard_webhooks::WebhookSecret::parse(&secret)
         .map_err(|e| format!("ORDER_SYSTEM_SECRET is not a whsec_ secret: {e}"))?;
-    Ok(Some(OrderSystem { url, secret }))
+    Ok(Some(SignedEndpoint { url, secret }))
 }
 
 /// The order system must answer within this long (CONTRACT §7: 10 s).
@@ -146,4 +146,62 @@ pub fn effects_queue(env: &Env) -> String {
 
 pub fn effects_dead_letter_queue(env: &Env) -> String {
     string(env, "EFFECTS_DEAD_LETTER_QUEUE").unwrap_or_else(|| "paymos-effects-dlq".into())
+}
+
+/// Where alerts are sent (CONTRACT §9), signed as effects are, with `ALERT_WEBHOOK_SECRET`.
+/// `Ok(None)`: not configured (alerts are kept and shown, not sent).
+pub fn alert_webhook(env: &Env) -> Result<Option<SignedEndpoint>, String> {
+    if string(env, "ALERT_WEBHOOK_URL").is_none() {
+        return Ok(None);
+    }
+    let url = credential_url(env, "ALERT_WEBHOOK_URL")?;
+    let secret = string(env, "ALERT_WEBHOOK_SECRET")
+        .ok_or_else(|| "ALERT_WEBHOOK_SECRET is not set: alerts cannot be signed".to_string())?;
+    let secret = paymos_core::standard_webhooks::WebhookSecret::parse(&secret)
+        .map_err(|e| format!("ALERT_WEBHOOK_SECRET is not a whsec_ secret: {e}"))?;
+    Ok(Some(SignedEndpoint { url, secret }))
+}
+
+/// Refused signatures in 15 minutes that make a `signature_refusals` alert.
+pub fn signature_burst(env: &Env) -> i64 {
+    number(
+        env,
+        "ALERT_SIGNATURE_REFUSALS",
+        paymos_core::alerts::DEFAULT_SIGNATURE_BURST,
+    )
+}
+
+/// Configuration that will make something fail or stay silent, said plainly (CONTRACT §4):
+/// shown in `/admin/api/metrics` and on the page.
+pub fn warnings(env: &Env) -> Vec<String> {
+    let mut w = Vec::new();
+    if let Err(e) = mode(env) {
+        w.push(e);
+    }
+    if secrets(env).map(|s| s.is_empty()).unwrap_or(true) {
+        w.push("PAYMOS_WEBHOOK_SECRETS is not set: every delivery is refused (503)".into());
+    }
+    match (
+        credential_url(env, "PAYMOS_API_BASE"),
+        string(env, "PAYMOS_API_KEY"),
+    ) {
+        (Err(e), _) => w.push(format!("reconciliation cannot run: {e}")),
+        (Ok(_), None) => w.push("reconciliation cannot run: PAYMOS_API_KEY is not set".into()),
+        _ => {}
+    }
+    match order_system(env) {
+        Ok(None) => w.push(
+            "ORDER_SYSTEM_URL is not set: effects stay pending in GET /admin/api/effects".into(),
+        ),
+        Err(e) => w.push(format!("effects cannot be delivered: {e}")),
+        Ok(Some(_)) => {}
+    }
+    match alert_webhook(env) {
+        Ok(None) => {
+            w.push("ALERT_WEBHOOK_URL is not set: alerts are kept and shown, not sent".into())
+        }
+        Err(e) => w.push(format!("alerts cannot be sent: {e}")),
+        Ok(Some(_)) => {}
+    }
+    w
 }

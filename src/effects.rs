@@ -5,7 +5,7 @@
 //! Nothing here runs inside a transition's transaction: effects are written by the
 //! transition's batch and handed to the `EFFECTS` queue only after it committed.
 
-use crate::config::{self, OrderSystem};
+use crate::config::{self, SignedEndpoint};
 use crate::error::AppResult;
 use crate::log;
 use crate::queue::{self, Incoming};
@@ -52,28 +52,27 @@ fn body(e: &EffectRow) -> String {
     .to_string()
 }
 
-/// One POST to the order system. `Ok(())` for a 2xx within the timeout.
-async fn post(
-    order_system: &OrderSystem,
-    effect: &EffectRow,
+/// One signed POST (Standard Webhooks headers and `Idempotency-Key`, all carrying `id`).
+/// `Ok(())` for a 2xx within the timeout. Shared by effects and alerts.
+pub async fn post_signed(
+    endpoint: &SignedEndpoint,
+    id: &str,
+    body: String,
     timeout_ms: u64,
 ) -> Result<(), String> {
-    let body = body(effect);
     let now = (Date::now().as_millis() / 1000) as i64;
     let headers = Headers::new();
     let set = |h: &Headers, k: &str, v: &str| h.set(k, v).map_err(|e| e.to_string());
     set(&headers, "Content-Type", "application/json")?;
-    set(&headers, "Idempotency-Key", &effect.id)?;
-    for (name, value) in
-        standard_webhooks::headers(&[&order_system.secret], &effect.id, now, body.as_bytes())
-    {
+    set(&headers, "Idempotency-Key", id)?;
+    for (name, value) in standard_webhooks::headers(&[&endpoint.secret], id, now, body.as_bytes()) {
         set(&headers, name, &value)?;
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Post)
         .with_headers(headers)
         .with_body(Some(body.into()));
-    let request = Request::new_with_init(&order_system.url, &init).map_err(|e| e.to_string())?;
+    let request = Request::new_with_init(&endpoint.url, &init).map_err(|e| e.to_string())?;
     let controller = AbortController::default();
     let signal = controller.signal();
     let fetch = Fetch::Request(request);
@@ -86,17 +85,26 @@ async fn post(
             if (200..300).contains(&status) {
                 Ok(())
             } else {
-                Err(format!("the order system answered {status}"))
+                Err(format!("answered {status}"))
             }
         }
-        Either::Left((Err(e), _)) => Err(format!("the order system could not be reached: {e}")),
+        Either::Left((Err(e), _)) => Err(format!("could not be reached: {e}")),
         Either::Right(((), _)) => {
             controller.abort();
-            Err(format!(
-                "the order system did not answer within {timeout_ms} ms"
-            ))
+            Err(format!("did not answer within {timeout_ms} ms"))
         }
     }
+}
+
+/// One POST of an effect to the order system.
+async fn post(
+    order_system: &SignedEndpoint,
+    effect: &EffectRow,
+    timeout_ms: u64,
+) -> Result<(), String> {
+    post_signed(order_system, &effect.id, body(effect), timeout_ms)
+        .await
+        .map_err(|e| format!("the order system {e}"))
 }
 
 /// A batch from the effects queue or its dead-letter queue, message by message.
@@ -179,7 +187,7 @@ enum Step {
 async fn dispatch_one(
     db: &D1Database,
     effect_id: &str,
-    order_system: &Result<Option<OrderSystem>, String>,
+    order_system: &Result<Option<SignedEndpoint>, String>,
     timeout_ms: u64,
     scale: f64,
 ) -> AppResult<Step> {

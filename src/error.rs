@@ -17,6 +17,8 @@ pub enum AppError {
     Unauthorized,
     /// 403: a mutating admin call that looks cross-site.
     Forbidden(&'static str),
+    /// 409: the request is valid but the thing is in a state that refuses it.
+    Conflict(&'static str, String),
     BadRequest(&'static str, String),
     /// 502: the provider's API failed us (reconciliation).
     Upstream(String),
@@ -37,6 +39,7 @@ impl AppError {
             AppError::MethodNotAllowed(_) => 405,
             AppError::NotFound => 404,
             AppError::Forbidden(_) => 403,
+            AppError::Conflict(..) => 409,
             AppError::Upstream(_) => 502,
             AppError::Database(_) | AppError::NotConfigured(..) => 503,
             AppError::Internal(_) => 500,
@@ -52,7 +55,9 @@ impl AppError {
             AppError::NotFound => "not_found",
             AppError::Unauthorized => "unauthorized",
             AppError::Forbidden(code) => code,
-            AppError::BadRequest(code, _) | AppError::NotConfigured(code, _) => code,
+            AppError::BadRequest(code, _)
+            | AppError::NotConfigured(code, _)
+            | AppError::Conflict(code, _) => code,
             AppError::Upstream(_) => "provider_api_error",
             AppError::Database(_) => "database_unavailable",
             AppError::Internal(_) => "internal_error",
@@ -71,9 +76,10 @@ impl AppError {
     fn message(&self) -> Option<String> {
         match self {
             AppError::Envelope(e) => Some(e.to_string()),
-            AppError::BadRequest(_, m) | AppError::Upstream(m) | AppError::NotConfigured(_, m) => {
-                Some(m.clone())
-            }
+            AppError::BadRequest(_, m)
+            | AppError::Upstream(m)
+            | AppError::NotConfigured(_, m)
+            | AppError::Conflict(_, m) => Some(m.clone()),
             AppError::PayloadTooLarge => Some("the body exceeds the size limit".into()),
             _ => None,
         }

@@ -2,11 +2,14 @@
 //! pure core (`paymos-core`), D1 and the queue.
 
 mod admin;
+mod alerts;
 mod config;
 mod consume;
+mod counters;
 mod effects;
 mod error;
 mod log;
+mod metrics;
 mod queue;
 mod receive;
 mod reconcile;
@@ -24,7 +27,16 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 const RECONCILE_CRON: &str = "17 3 * * *";
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
+    let resp = route(req, &env).await;
+    // the isolate's counters, written at most once a minute, after the response
+    let flush_env = env.clone();
+    ctx.wait_until(async move { counters::flush(&flush_env, false).await });
+    resp
+}
+
+async fn route(req: Request, env: &Env) -> Result<Response> {
+    let env = env.clone();
     let path = req.path();
     let method = req.method();
     match path.as_str() {
@@ -106,5 +118,19 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     }
     if let Err(e) = effects::sweep(&env, budget / 4 - 2).await {
         log::line("sweep_effects", "-", "error", Some(e.code()));
+    }
+    // this isolate's counters first, so the alerts see them; then the alerts, last: a failing
+    // alert webhook never holds back the sweepers
+    counters::flush(&env, true).await;
+    if let Err(e) = alerts::evaluate(&env).await {
+        log::line("alerts", "-", "error", Some(e.code()));
+    }
+    if event.cron() == RECONCILE_CRON {
+        // counters older than 8 days are summed into their totals already
+        let now = (worker::Date::now().as_millis() / 1000) as i64;
+        let before = paymos_core::time::iso_minute(now - 8 * 86_400);
+        if let Ok(db) = sql::database(&env) {
+            let _ = sql::prune_counts(&db, &before).await;
+        }
     }
 }

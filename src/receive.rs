@@ -17,6 +17,12 @@ pub async fn receive(req: Request, env: &Env) -> worker::Result<Response> {
         .get("X-Webhook-Attempt")?
         .and_then(|a| a.trim().parse::<u32>().ok());
     let result = handle(req, env, header_id.as_deref()).await;
+    // refusals are counted in the isolate, never with a D1 write each (CONTRACT §9)
+    if let Err(e) = &result {
+        if matches!(e.status(), 400 | 401 | 413) {
+            crate::counters::refused(e.status(), e.code());
+        }
+    }
     let (status, outcome, resource, event_type) = match &result {
         Ok(r) => (
             200,
@@ -73,13 +79,17 @@ async fn handle(mut req: Request, env: &Env, header_id: Option<&str>) -> AppResu
     let secrets = config::secrets(env)?;
     let now = (Date::now().as_millis() / 1000) as i64;
     let sig = req.headers().get("X-Webhook-Signature")?;
-    signature::verify(
+    let verified = signature::verify(
         sig.as_deref(),
         &body,
         &secrets,
         now,
         config::tolerance_seconds(env),
     )?;
+    // which secret is still in use, for an operator rotating (CONTRACT §9)
+    if let Some(secret) = secrets.secrets().get(verified.secret_index) {
+        crate::counters::signature_verified(&secret_id(secret.expose()));
+    }
 
     let envelope = parse_envelope(&body, header_id)?;
     // parse_envelope accepted it as JSON, so it is UTF-8
@@ -100,6 +110,15 @@ async fn handle(mut req: Request, env: &Env, header_id: Option<&str>) -> AppResu
         event_type: envelope.event_type,
         enqueue_error,
     })
+}
+
+/// A configured secret's public name: the first 8 hex of its SHA-256.
+pub fn secret_id(secret: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(secret.as_bytes())[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Reads the body, never buffering more than `max` bytes. With a Content-Length (already

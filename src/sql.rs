@@ -734,3 +734,245 @@ pub struct DoubledEffect {
 pub async fn doubled_effects(db: &D1Database) -> DbResult<Vec<DoubledEffect>> {
     all(db, st::DOUBLED_EFFECTS.bind(vec![])).await
 }
+
+// ---------------------------------------------------------------- operations
+
+/// Adds an isolate's counts: each into its minute and into the running total.
+pub async fn flush_counts(db: &D1Database, rows: &[(&str, &str, &str, u64)]) -> DbResult<()> {
+    let mut stmts = Vec::with_capacity(rows.len() * 2);
+    let mut totals: std::collections::BTreeMap<(&str, &str), u64> = Default::default();
+    for (bucket, name, label, n) in rows {
+        stmts.push(st::FLUSH_COUNT.bind(vec![
+            Arg::text(bucket),
+            Arg::text(name),
+            Arg::text(label),
+            Arg::Int(*n as i64),
+        ]));
+        *totals.entry((name, label)).or_insert(0) += n;
+    }
+    for ((name, label), n) in totals {
+        stmts.push(st::FLUSH_COUNT.bind(vec![
+            Arg::text("total"),
+            Arg::text(name),
+            Arg::text(label),
+            Arg::Int(n as i64),
+        ]));
+    }
+    batch(db, &stmts).await?;
+    Ok(())
+}
+
+pub async fn prune_counts(db: &D1Database, before_bucket: &str) -> DbResult<()> {
+    run(db, st::PRUNE_COUNTS.bind(vec![Arg::text(before_bucket)])).await
+}
+
+/// What the metrics read from D1, in one row.
+#[derive(Debug, Default, Deserialize, Serialize)]
+pub struct MetricsFacts {
+    pub applied: i64,
+    pub stale: i64,
+    pub ignored: i64,
+    pub dead: i64,
+    pub unprocessed: i64,
+    pub oldest_unprocessed_seconds: Option<i64>,
+    pub last_received_at: Option<String>,
+    pub livemode_mismatches: i64,
+    pub livemode_mismatches_recent: i64,
+    pub effects_pending: i64,
+    pub effects_delivered: i64,
+    pub effects_dead: i64,
+    pub effects_awaiting_order_ref: i64,
+    pub oldest_pending_effect_seconds: Option<i64>,
+    pub alerts_open: i64,
+}
+
+/// A flushed counter: `scope` is `hour`, `burst` (15 minutes) or `total`.
+#[derive(Debug, Deserialize)]
+pub struct CounterRow {
+    pub scope: String,
+    pub name: String,
+    pub label: String,
+    pub count: i64,
+}
+
+/// The facts and the counters, in one batch.
+pub async fn metrics(
+    db: &D1Database,
+    hour_bucket: &str,
+    burst_bucket: &str,
+) -> DbResult<(MetricsFacts, Vec<CounterRow>)> {
+    let results = batch(
+        db,
+        &[
+            st::METRICS_FACTS.bind(vec![]),
+            st::METRICS_COUNTERS.bind(vec![Arg::text(hour_bucket), Arg::text(burst_bucket)]),
+        ],
+    )
+    .await?;
+    let facts = results
+        .first()
+        .map(|r| r.results::<MetricsFacts>())
+        .transpose()?
+        .and_then(|v| v.into_iter().next())
+        .unwrap_or_default();
+    let counters = match results.get(1) {
+        Some(r) => r.results()?,
+        None => Vec::new(),
+    };
+    Ok((facts, counters))
+}
+
+/// An unresolved alert as the cron's decision needs it.
+#[derive(Debug, Deserialize)]
+pub struct KeptAlert {
+    pub id: String,
+    pub kind: String,
+    pub state: String,
+    pub acked_count: Option<i64>,
+    pub sent_at_unix: Option<i64>,
+}
+
+pub async fn kept_alerts(db: &D1Database) -> DbResult<Vec<KeptAlert>> {
+    all(db, st::KEPT_ALERTS.bind(vec![])).await
+}
+
+/// An alert as the admin API and the webhook show it.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct AlertRow {
+    pub id: String,
+    pub kind: String,
+    pub severity: String,
+    pub summary: String,
+    pub count: i64,
+    pub state: String,
+    pub first_seen: String,
+    pub last_seen: String,
+    pub sent_at: Option<String>,
+    pub sends: i64,
+    pub last_send_error: Option<String>,
+    pub acknowledged_at: Option<String>,
+    pub resolved_at: Option<String>,
+}
+
+pub async fn open_alert(
+    db: &D1Database,
+    id: &str,
+    kind: &str,
+    severity: &str,
+    summary: &str,
+    count: i64,
+) -> DbResult<()> {
+    run(
+        db,
+        st::OPEN_ALERT.bind(vec![
+            Arg::text(id),
+            Arg::text(kind),
+            Arg::text(severity),
+            Arg::text(summary),
+            Arg::Int(count),
+        ]),
+    )
+    .await
+}
+
+pub async fn update_alert(
+    db: &D1Database,
+    id: &str,
+    summary: &str,
+    count: i64,
+    reopen: bool,
+) -> DbResult<()> {
+    run(
+        db,
+        st::UPDATE_ALERT.bind(vec![
+            Arg::text(id),
+            Arg::text(summary),
+            Arg::Int(count),
+            Arg::Int(i64::from(reopen)),
+        ]),
+    )
+    .await
+}
+
+pub async fn resolve_alert(db: &D1Database, id: &str) -> DbResult<()> {
+    run(db, st::RESOLVE_ALERT.bind(vec![Arg::text(id)])).await
+}
+
+pub async fn alert_sent(db: &D1Database, id: &str) -> DbResult<()> {
+    run(db, st::ALERT_SENT.bind(vec![Arg::text(id)])).await
+}
+
+pub async fn alert_send_failed(db: &D1Database, id: &str, error: &str) -> DbResult<()> {
+    run(
+        db,
+        st::ALERT_SEND_FAILED.bind(vec![Arg::text(id), Arg::text(error)]),
+    )
+    .await
+}
+
+/// `true` when acknowledged now (it exists and is not resolved).
+pub async fn ack_alert(db: &D1Database, id: &str) -> DbResult<bool> {
+    let row: Option<Present> = first(db, st::ACK_ALERT.bind(vec![Arg::text(id)])).await?;
+    Ok(row.is_some())
+}
+
+pub async fn load_alert(db: &D1Database, id: &str) -> DbResult<Option<AlertRow>> {
+    first(db, st::LOAD_ALERT.bind(vec![Arg::text(id)])).await
+}
+
+pub async fn list_alerts(db: &D1Database, limit: u32) -> DbResult<Vec<AlertRow>> {
+    all(db, st::LIST_ALERTS.bind(vec![Arg::Int(i64::from(limit))])).await
+}
+
+/// The bulk replay's filter (every field optional; the caller requires one).
+#[derive(Debug, Default)]
+pub struct ReplayFilter<'a> {
+    pub event_type: Option<&'a str>,
+    pub resource_id: Option<&'a str>,
+    pub status: Option<&'a str>,
+    pub received_after: Option<&'a str>,
+    pub received_before: Option<&'a str>,
+}
+
+impl ReplayFilter<'_> {
+    fn args(&self) -> Vec<Arg<'_>> {
+        vec![
+            Arg::opt(self.event_type),
+            Arg::opt(self.resource_id),
+            Arg::opt(self.status),
+            Arg::opt(self.received_after),
+            Arg::opt(self.received_before),
+        ]
+    }
+}
+
+pub async fn count_replay(db: &D1Database, f: &ReplayFilter<'_>) -> DbResult<i64> {
+    Ok(first_column(db, st::COUNT_REPLAY.bind(f.args()), "matched")
+        .await?
+        .unwrap_or(0))
+}
+
+/// A replayed chunk: (event id, new generation, received_at).
+pub async fn replay_chunk(
+    db: &D1Database,
+    f: &ReplayFilter<'_>,
+    after: Option<(&str, &str)>,
+    limit: u32,
+) -> DbResult<Vec<(String, i64, String)>> {
+    #[derive(Deserialize)]
+    struct Row {
+        event_id: String,
+        generation: i64,
+        received_at: String,
+    }
+    let mut args = f.args();
+    let (after_at, after_id) = after.unzip();
+    args.push(Arg::opt(after_at));
+    args.push(Arg::opt(after_id));
+    args.push(Arg::Int(i64::from(limit)));
+    let rows: Vec<Row> = all(db, st::REPLAY_CHUNK.bind(args)).await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.event_id, r.generation, r.received_at))
+        .collect())
+}

@@ -2,6 +2,7 @@
 //! machines, license codes and the sender's retry ladder. No I/O, no RNG, no
 //! `worker` dependency, so everything here is testable natively.
 
+pub mod alerts;
 pub mod envelope;
 pub mod ids;
 pub mod ladder;
@@ -10,6 +11,7 @@ pub mod machine;
 pub mod outbound;
 pub mod signature;
 pub mod statements;
+pub mod time;
 pub mod standard_webhooks;
 
 pub use envelope::{parse_envelope, split_event_type, Envelope, EnvelopeError};

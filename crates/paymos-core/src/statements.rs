@@ -685,6 +685,206 @@ statement!(
      GROUP BY resource_id, kind HAVING count(*) > 1"
 );
 
+// ---------------------------------------------------------------- operations (CONTRACT §9)
+
+statement!(
+    METRICS_FACTS,
+    [],
+    // every count reads an index (outcome, the unprocessed and pending partial indexes,
+    // dispatch, reason), never the table
+    "SELECT \
+       (SELECT count(*) FROM webhook_delivery WHERE outcome = 'applied') AS applied, \
+       (SELECT count(*) FROM webhook_delivery WHERE outcome = 'stale') AS stale, \
+       (SELECT count(*) FROM webhook_delivery WHERE outcome = 'ignored') AS ignored, \
+       (SELECT count(*) FROM webhook_delivery WHERE outcome = 'dead') AS dead, \
+       (SELECT count(*) FROM webhook_delivery WHERE processed_at IS NULL) AS unprocessed, \
+       (SELECT CAST(round((julianday('now') - julianday(min(received_at))) * 86400) AS INTEGER) \
+          FROM webhook_delivery WHERE processed_at IS NULL) AS oldest_unprocessed_seconds, \
+       (SELECT max(received_at) FROM webhook_delivery) AS last_received_at, \
+       (SELECT count(*) FROM webhook_delivery WHERE reason = 'livemode_mismatch') AS livemode_mismatches, \
+       (SELECT count(*) FROM webhook_delivery WHERE reason = 'livemode_mismatch' \
+          AND received_at >= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-24 hours')) AS livemode_mismatches_recent, \
+       (SELECT count(*) FROM effect WHERE dispatch = 'pending') AS effects_pending, \
+       (SELECT count(*) FROM effect WHERE dispatch = 'delivered') AS effects_delivered, \
+       (SELECT count(*) FROM effect WHERE dispatch = 'dead') AS effects_dead, \
+       (SELECT count(*) FROM effect WHERE dispatch = 'pending' AND kind = 'fulfilment' \
+          AND order_ref IS NULL) AS effects_awaiting_order_ref, \
+       (SELECT CAST(round((julianday('now') - julianday(min(created_at))) * 86400) AS INTEGER) \
+          FROM effect WHERE dispatch = 'pending') AS oldest_pending_effect_seconds, \
+       (SELECT count(*) FROM alert WHERE state = 'open') AS alerts_open"
+);
+
+statement!(
+    METRICS_COUNTERS,
+    ["hour_bucket", "burst_bucket"],
+    // flushed counters: the last hour, the last 15 minutes, and since the beginning
+    // ('total' sorts after every minute bucket, hence the explicit exclusion)
+    "SELECT 'hour' AS scope, name, label, sum(count) AS count FROM request_count \
+       WHERE bucket <> 'total' AND bucket >= ?1 GROUP BY name, label \
+     UNION ALL \
+     SELECT 'burst', name, label, sum(count) FROM request_count \
+       WHERE bucket <> 'total' AND bucket >= ?2 GROUP BY name, label \
+     UNION ALL \
+     SELECT 'total', name, label, count FROM request_count WHERE bucket = 'total'"
+);
+
+statement!(
+    FLUSH_COUNT,
+    ["bucket", "name", "label", "count"],
+    // an isolate's counts, added: one statement per counter and bucket, at most once a minute
+    "INSERT INTO request_count (bucket, name, label, count) VALUES (?1, ?2, ?3, ?4) \
+     ON CONFLICT (bucket, name, label) DO UPDATE SET count = count + excluded.count"
+);
+
+statement!(
+    PRUNE_COUNTS,
+    ["before"],
+    "DELETE FROM request_count WHERE bucket <> 'total' AND bucket < ?1"
+);
+
+statement!(
+    KEPT_ALERTS,
+    [],
+    "SELECT id, kind, state, count, acked_count, \
+       CAST(strftime('%s', sent_at) AS INTEGER) AS sent_at_unix \
+     FROM alert WHERE state <> 'resolved'"
+);
+
+statement!(
+    OPEN_ALERT,
+    ["id", "kind", "severity", "summary", "count"],
+    // the unique index on unresolved kinds makes a second open alert of a kind impossible
+    "INSERT INTO alert (id, kind, severity, summary, count) VALUES (?1, ?2, ?3, ?4, ?5) \
+     ON CONFLICT DO NOTHING"
+);
+
+statement!(
+    UPDATE_ALERT,
+    ["id", "summary", "count", "reopen"],
+    "UPDATE alert SET summary = ?2, count = ?3, last_seen = ",
+    now!(),
+    ", \
+       state = CASE WHEN ?4 = 1 THEN 'open' ELSE state END, \
+       acked_count = CASE WHEN ?4 = 1 THEN NULL ELSE acked_count END \
+     WHERE id = ?1 AND state <> 'resolved'"
+);
+
+statement!(
+    RESOLVE_ALERT,
+    ["id"],
+    "UPDATE alert SET state = 'resolved', resolved_at = ",
+    now!(),
+    " \
+     WHERE id = ?1 AND state <> 'resolved'"
+);
+
+statement!(
+    ALERT_SENT,
+    ["id"],
+    "UPDATE alert SET sent_at = ",
+    now!(),
+    ", sends = sends + 1, last_send_error = NULL WHERE id = ?1"
+);
+
+statement!(
+    ALERT_SEND_FAILED,
+    ["id", "error"],
+    // sent_at stays: the next cron run tries again
+    "UPDATE alert SET last_send_error = ?2 WHERE id = ?1"
+);
+
+statement!(
+    ACK_ALERT,
+    ["id"],
+    // silent until resolved, or until its condition grows past what was acknowledged
+    "UPDATE alert SET state = 'acknowledged', acknowledged_at = ",
+    now!(),
+    ", acked_count = count \
+     WHERE id = ?1 AND state <> 'resolved' RETURNING id, state"
+);
+
+/// An alert's columns as the admin API shows them.
+macro_rules! alert_columns {
+    () => {
+        "id, kind, severity, summary, count, state, first_seen, last_seen, sent_at, sends, \
+         last_send_error, acknowledged_at, resolved_at"
+    };
+}
+
+statement!(
+    LOAD_ALERT,
+    ["id"],
+    "SELECT ",
+    alert_columns!(),
+    " FROM alert WHERE id = ?1"
+);
+
+statement!(
+    LIST_ALERTS,
+    ["limit"],
+    // open first, then acknowledged, then the recently resolved (a week)
+    "SELECT ",
+    alert_columns!(),
+    " FROM alert \
+     WHERE state <> 'resolved' OR resolved_at >= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-7 days') \
+     ORDER BY CASE state WHEN 'open' THEN 0 WHEN 'acknowledged' THEN 1 ELSE 2 END, last_seen DESC \
+     LIMIT ?1"
+);
+
+/// The bulk replay's filter: ?1 type, ?2 resource, ?3 status, ?4 received at or after,
+/// ?5 received before (ISO-8601, normalised by SQLite to the stored form).
+macro_rules! replay_filter {
+    () => {
+        "(?1 IS NULL OR event_type = ?1) AND (?2 IS NULL OR resource_id = ?2) \
+         AND (?3 IS NULL \
+              OR (?3 = 'received' AND processed_at IS NULL) \
+              OR (?3 = 'processed' AND outcome IN ('applied', 'ignored')) \
+              OR outcome = ?3) \
+         AND (?4 IS NULL OR received_at >= strftime('%Y-%m-%dT%H:%M:%fZ', ?4)) \
+         AND (?5 IS NULL OR received_at < strftime('%Y-%m-%dT%H:%M:%fZ', ?5))"
+    };
+}
+
+statement!(
+    COUNT_REPLAY,
+    [
+        "event_type",
+        "resource_id",
+        "status",
+        "received_after",
+        "received_before"
+    ],
+    "SELECT count(*) AS matched FROM webhook_delivery WHERE ",
+    replay_filter!()
+);
+
+statement!(
+    REPLAY_CHUNK,
+    [
+        "event_type",
+        "resource_id",
+        "status",
+        "received_after",
+        "received_before",
+        "after_received_at",
+        "after_event_id",
+        "limit"
+    ],
+    // the next chunk after the cursor, oldest first, reset for replay as RESET_FOR_REPLAY
+    // does (a new generation each); the caller sends the returned ids
+    "UPDATE webhook_delivery SET processed_at = NULL, outcome = NULL, reason = NULL, \
+       attempts = 0, last_error = NULL, replays = replays + 1, generation = generation + 1, \
+       enqueued_at = ",
+    now!(),
+    " \
+     WHERE event_id IN (SELECT event_id FROM webhook_delivery WHERE ",
+    replay_filter!(),
+    " \
+       AND (?6 IS NULL OR received_at > ?6 OR (received_at = ?6 AND event_id > ?7)) \
+       ORDER BY received_at, event_id LIMIT ?8) \
+     RETURNING event_id, generation, received_at"
+);
+
 /// Every statement, for checks that run them all (parameter counts here; the simulator
 /// prepares each against the migrated schema).
 pub static ALL: &[&Statement] = &[
@@ -726,6 +926,21 @@ pub static ALL: &[&Statement] = &[
     &RECONCILIATION_TOTALS,
     &RECONCILIATION_FINDINGS,
     &DOUBLED_EFFECTS,
+    &METRICS_FACTS,
+    &METRICS_COUNTERS,
+    &FLUSH_COUNT,
+    &PRUNE_COUNTS,
+    &KEPT_ALERTS,
+    &OPEN_ALERT,
+    &UPDATE_ALERT,
+    &RESOLVE_ALERT,
+    &ALERT_SENT,
+    &ALERT_SEND_FAILED,
+    &ACK_ALERT,
+    &LOAD_ALERT,
+    &LIST_ALERTS,
+    &COUNT_REPLAY,
+    &REPLAY_CHUNK,
 ];
 
 /// The SQLite modifier for "`seconds` ago", as `CLAIM_UNPROCESSED` and `PAID_ON_RECORD` take it.

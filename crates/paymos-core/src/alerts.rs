@@ -1,0 +1,394 @@
+//! Alerts (CONTRACT §9) as pure decisions: which conditions hold, given the facts the
+//! metrics read, and what to do with each alert, given the clock (`now`, unix seconds).
+//! The Worker reads the facts, keeps the alerts in D1 and sends them; nothing here sleeps.
+
+use serde::Serialize;
+
+/// An alert is re-sent at most this often while it stays open.
+pub const RESEND_AFTER_SECONDS: i64 = 6 * 3600;
+/// A backlog older than this is an alert (deliveries and effects).
+pub const BACKLOG_SECONDS: i64 = 15 * 60;
+/// Refused signatures within [`SIGNATURE_WINDOW_SECONDS`] that make a burst, by default.
+pub const DEFAULT_SIGNATURE_BURST: i64 = 20;
+pub const SIGNATURE_WINDOW_SECONDS: i64 = 15 * 60;
+/// Livemode mismatches are looked for over the last day.
+pub const LIVEMODE_WINDOW_SECONDS: i64 = 24 * 3600;
+
+/// One kind per condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertKind {
+    DeliveryDead,
+    EffectDead,
+    DeliveriesBacklog,
+    EffectsBacklog,
+    Reconciliation,
+    LivemodeMismatch,
+    SignatureRefusals,
+}
+
+impl AlertKind {
+    pub const ALL: [AlertKind; 7] = [
+        AlertKind::DeliveryDead,
+        AlertKind::EffectDead,
+        AlertKind::DeliveriesBacklog,
+        AlertKind::EffectsBacklog,
+        AlertKind::Reconciliation,
+        AlertKind::LivemodeMismatch,
+        AlertKind::SignatureRefusals,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertKind::DeliveryDead => "delivery_dead",
+            AlertKind::EffectDead => "effect_dead",
+            AlertKind::DeliveriesBacklog => "deliveries_backlog",
+            AlertKind::EffectsBacklog => "effects_backlog",
+            AlertKind::Reconciliation => "reconciliation",
+            AlertKind::LivemodeMismatch => "livemode_mismatch",
+            AlertKind::SignatureRefusals => "signature_refusals",
+        }
+    }
+
+    pub fn from_str_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// Money or evidence at stake now (critical), or something to look at (warning).
+    pub fn severity(self) -> &'static str {
+        match self {
+            AlertKind::DeliveryDead
+            | AlertKind::EffectDead
+            | AlertKind::Reconciliation
+            | AlertKind::SignatureRefusals => "critical",
+            AlertKind::DeliveriesBacklog
+            | AlertKind::EffectsBacklog
+            | AlertKind::LivemodeMismatch => "warning",
+        }
+    }
+}
+
+/// The last reconciliation, as far as alerts care.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReconciliationFacts {
+    /// `running`, `done`, `truncated` or `failed`.
+    pub state: String,
+    pub ok: bool,
+    pub missing: i64,
+    pub doubled: i64,
+    pub unprocessed: i64,
+    pub error: Option<String>,
+}
+
+/// What the metrics read, as alerts need it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    pub dead_deliveries: i64,
+    pub dead_effects: i64,
+    pub oldest_unprocessed_seconds: Option<i64>,
+    pub oldest_pending_effect_seconds: Option<i64>,
+    pub pending_effects: i64,
+    pub unprocessed_deliveries: i64,
+    pub reconciliation: Option<ReconciliationFacts>,
+    pub livemode_mismatches_recent: i64,
+    pub signature_refusals_recent: i64,
+    pub signature_burst: i64,
+}
+
+/// A condition that holds now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    pub kind: AlertKind,
+    pub count: i64,
+    pub summary: String,
+}
+
+/// The conditions that hold, one observation per kind at most.
+pub fn observe(f: &Facts) -> Vec<Observation> {
+    let mut out = Vec::new();
+    let mut push = |kind, count, summary: String| {
+        out.push(Observation {
+            kind,
+            count,
+            summary,
+        })
+    };
+    if f.dead_deliveries > 0 {
+        push(
+            AlertKind::DeliveryDead,
+            f.dead_deliveries,
+            format!(
+                "{} deliveries are dead (their processing kept failing); replay them once fixed",
+                f.dead_deliveries
+            ),
+        );
+    }
+    if f.dead_effects > 0 {
+        push(
+            AlertKind::EffectDead,
+            f.dead_effects,
+            format!(
+                "{} effects could not be delivered to the order system; redeliver them",
+                f.dead_effects
+            ),
+        );
+    }
+    if let Some(age) = f
+        .oldest_unprocessed_seconds
+        .filter(|a| *a > BACKLOG_SECONDS)
+    {
+        push(
+            AlertKind::DeliveriesBacklog,
+            f.unprocessed_deliveries,
+            format!(
+                "{} deliveries unprocessed, the oldest for {} min",
+                f.unprocessed_deliveries,
+                age / 60
+            ),
+        );
+    }
+    if let Some(age) = f
+        .oldest_pending_effect_seconds
+        .filter(|a| *a > BACKLOG_SECONDS)
+    {
+        push(
+            AlertKind::EffectsBacklog,
+            f.pending_effects,
+            format!(
+                "{} effects pending, the oldest for {} min (an order system down, or a fulfilment awaiting its order_ref)",
+                f.pending_effects,
+                age / 60
+            ),
+        );
+    }
+    if let Some(r) = &f.reconciliation {
+        // a run still going on is not a finding yet
+        if r.state != "running" && !r.ok {
+            let count = (r.missing + r.doubled + r.unprocessed).max(1);
+            let mut summary = format!(
+                "reconciliation {}: {} missing, {} doubled, {} unprocessed",
+                r.state, r.missing, r.doubled, r.unprocessed
+            );
+            if let Some(e) = &r.error {
+                summary.push_str(&format!(" ({e})"));
+            }
+            push(AlertKind::Reconciliation, count, summary);
+        }
+    }
+    if f.livemode_mismatches_recent > 0 {
+        push(
+            AlertKind::LivemodeMismatch,
+            f.livemode_mismatches_recent,
+            format!(
+                "{} deliveries in the last 24 h were for the other mode (live/test) and changed nothing",
+                f.livemode_mismatches_recent
+            ),
+        );
+    }
+    if f.signature_refusals_recent >= f.signature_burst.max(1) {
+        push(
+            AlertKind::SignatureRefusals,
+            f.signature_refusals_recent,
+            format!(
+                "{} requests refused for their signature in 15 min: a secret rotated on one side only?",
+                f.signature_refusals_recent
+            ),
+        );
+    }
+    out
+}
+
+/// An alert as kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept {
+    pub acknowledged: bool,
+    pub acked_count: Option<i64>,
+    /// Unix seconds of the last successful send; `None`: never sent (or every send failed).
+    pub sent_at: Option<i64>,
+}
+
+/// What to do with one kind's alert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// The condition holds and no alert is open: open one and send it.
+    Open,
+    /// Still holds: update count/summary/last_seen; `send` when it is due, `reopen` when an
+    /// acknowledged alert's condition grew past what was acknowledged.
+    Update {
+        send: bool,
+        reopen: bool,
+    },
+    /// No longer holds: resolve.
+    Resolve,
+    Nothing,
+}
+
+pub fn decide(observed: Option<&Observation>, kept: Option<&Kept>, now: i64) -> Action {
+    match (observed, kept) {
+        (None, None) => Action::Nothing,
+        (None, Some(_)) => Action::Resolve,
+        (Some(_), None) => Action::Open,
+        (Some(o), Some(k)) => {
+            let grew = k.acknowledged && o.count > k.acked_count.unwrap_or(0);
+            if k.acknowledged && !grew {
+                return Action::Update {
+                    send: false,
+                    reopen: false,
+                };
+            }
+            let due = k
+                .sent_at
+                .is_none_or(|at| now.saturating_sub(at) >= RESEND_AFTER_SECONDS);
+            Action::Update {
+                send: grew || due,
+                reopen: grew,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_764_450_000;
+
+    fn obs(kind: AlertKind, count: i64) -> Observation {
+        Observation {
+            kind,
+            count,
+            summary: String::new(),
+        }
+    }
+
+    #[test]
+    fn conditions() {
+        assert!(observe(&Facts {
+            signature_burst: 20,
+            ..Facts::default()
+        })
+        .is_empty());
+        let f = Facts {
+            dead_deliveries: 2,
+            dead_effects: 1,
+            oldest_unprocessed_seconds: Some(BACKLOG_SECONDS + 1),
+            unprocessed_deliveries: 40,
+            oldest_pending_effect_seconds: Some(BACKLOG_SECONDS),
+            pending_effects: 3,
+            reconciliation: Some(ReconciliationFacts {
+                state: "done".into(),
+                ok: false,
+                missing: 2,
+                ..Default::default()
+            }),
+            livemode_mismatches_recent: 1,
+            signature_refusals_recent: 20,
+            signature_burst: 20,
+        };
+        let kinds: Vec<AlertKind> = observe(&f).iter().map(|o| o.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                AlertKind::DeliveryDead,
+                AlertKind::EffectDead,
+                AlertKind::DeliveriesBacklog,
+                AlertKind::Reconciliation,
+                AlertKind::LivemodeMismatch,
+                AlertKind::SignatureRefusals
+            ],
+            "the effects backlog is exactly 15 min: not yet"
+        );
+        let running = Facts {
+            reconciliation: Some(ReconciliationFacts {
+                state: "running".into(),
+                ..Default::default()
+            }),
+            signature_burst: 20,
+            signature_refusals_recent: 19,
+            ..Facts::default()
+        };
+        assert!(observe(&running).is_empty(), "a run in progress, 19 < 20");
+        let failed = Facts {
+            reconciliation: Some(ReconciliationFacts {
+                state: "failed".into(),
+                error: Some("the provider API answered 500".into()),
+                ..Default::default()
+            }),
+            signature_burst: 20,
+            ..Facts::default()
+        };
+        let o = observe(&failed);
+        assert_eq!(o[0].count, 1);
+        assert!(o[0].summary.contains("500"));
+    }
+
+    #[test]
+    fn lifecycle() {
+        let o = obs(AlertKind::DeliveryDead, 1);
+        assert_eq!(decide(Some(&o), None, NOW), Action::Open);
+        assert_eq!(decide(None, None, NOW), Action::Nothing);
+        let sent = Kept {
+            acknowledged: false,
+            acked_count: None,
+            sent_at: Some(NOW - 3600),
+        };
+        assert_eq!(
+            decide(Some(&o), Some(&sent), NOW),
+            Action::Update {
+                send: false,
+                reopen: false
+            },
+            "not re-sent within 6 hours"
+        );
+        assert_eq!(
+            decide(Some(&o), Some(&sent), NOW + RESEND_AFTER_SECONDS - 3600),
+            Action::Update {
+                send: true,
+                reopen: false
+            },
+            "re-sent after 6 hours open"
+        );
+        let never = Kept {
+            sent_at: None,
+            ..sent.clone()
+        };
+        assert_eq!(
+            decide(Some(&o), Some(&never), NOW),
+            Action::Update {
+                send: true,
+                reopen: false
+            },
+            "a failed send is retried at the next run"
+        );
+        let acked = Kept {
+            acknowledged: true,
+            acked_count: Some(1),
+            sent_at: Some(NOW - 7 * 3600),
+        };
+        assert_eq!(
+            decide(Some(&o), Some(&acked), NOW),
+            Action::Update {
+                send: false,
+                reopen: false
+            },
+            "acknowledged: silent"
+        );
+        assert_eq!(
+            decide(Some(&obs(AlertKind::DeliveryDead, 2)), Some(&acked), NOW),
+            Action::Update {
+                send: true,
+                reopen: true
+            },
+            "grew past what was acknowledged: open again"
+        );
+        assert_eq!(decide(None, Some(&acked), NOW), Action::Resolve);
+    }
+
+    #[test]
+    fn names() {
+        for k in AlertKind::ALL {
+            assert_eq!(AlertKind::from_str_name(k.as_str()), Some(k));
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! UTC calendar text from unix seconds, without a clock or a date crate: the minute buckets
+//! of the request counters must sort and compare as SQLite's own `strftime` text does.
+
+/// `YYYY-MM-DDTHH:MM` (UTC) for `unix_seconds`, the prefix of SQLite's
+/// `strftime('%Y-%m-%dT%H:%M:%fZ')` text, so buckets and stored times compare as strings.
+pub fn iso_minute(unix_seconds: i64) -> String {
+    let days = unix_seconds.div_euclid(86_400);
+    let secs = unix_seconds.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}",
+        secs / 3600,
+        (secs % 3600) / 60
+    )
+}
+
+/// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Unix seconds of SQLite's `YYYY-MM-DDTHH:MM:SS.sssZ` text.
+pub fn unix_of_iso(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 19 {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let (hh, mm, ss) = (n(11..13)?, n(14..16)?, n(17..19)?);
+    // days from civil (Howard Hinnant)
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
+}
+
+/// An ISO-8601 time as the admin API takes it (`2026-11-30`, `2026-11-30T04:12`,
+/// `2026-11-30T04:12:00`, with optional fraction and `Z` or `±HH:MM`), trimmed; `None` if it
+/// is not one. SQLite's `strftime` turns it into the stored form.
+pub fn normalize_iso8601(s: &str) -> Option<String> {
+    let s = s.trim();
+    let b = s.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
+    let in_range = |r: std::ops::Range<usize>, lo: u32, hi: u32| {
+        s.get(r)
+            .and_then(|v| v.parse::<u32>().ok())
+            .is_some_and(|v| (lo..=hi).contains(&v))
+    };
+    if b.len() < 10 || !digits(0..4) || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    if !in_range(5..7, 1, 12) || !in_range(8..10, 1, 31) {
+        return None;
+    }
+    if b.len() == 10 {
+        return Some(s.to_string());
+    }
+    if b[10] != b'T' && b[10] != b' ' || b.len() < 16 || b[13] != b':' {
+        return None;
+    }
+    if !in_range(11..13, 0, 23) || !in_range(14..16, 0, 59) {
+        return None;
+    }
+    let mut i = 16;
+    if b.get(i) == Some(&b':') {
+        if !in_range(17..19, 0, 59) {
+            return None;
+        }
+        i = 19;
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            let start = i;
+            while b.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+            if i == start {
+                return None;
+            }
+        }
+    }
+    let zone = &s[i..];
+    let zone_ok = zone.is_empty()
+        || zone == "Z"
+        || (zone.len() == 6
+            && matches!(zone.as_bytes()[0], b'+' | b'-')
+            && zone.as_bytes()[3] == b':'
+            && in_range(i + 1..i + 3, 0, 23)
+            && in_range(i + 4..i + 6, 0, 59));
+    zone_ok.then(|| s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{iso_minute, normalize_iso8601, unix_of_iso};
+
+    #[test]
+    fn iso8601_inputs() {
+        for ok in [
+            "2026-11-30",
+            "2026-11-30T04:12",
+            "2026-11-30T04:12:05",
+            "2026-11-30T04:12:05.123Z",
+            "2026-11-30T04:12:05+02:00",
+            " 2026-11-30T04:12Z ",
+        ] {
+            assert!(normalize_iso8601(ok).is_some(), "{ok}");
+        }
+        for bad in [
+            "",
+            "yesterday",
+            "2026-13-01",
+            "2026-11-30T25:00",
+            "2026-11-30T04:12:05.Z",
+            "2026-11-30T04:12+2",
+            "1764450000",
+        ] {
+            assert_eq!(normalize_iso8601(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn iso_back_to_unix() {
+        for t in [0i64, 951_782_400, 1_764_450_000, 1_798_761_599] {
+            let text = format!("{}:{:02}.000Z", iso_minute(t), t.rem_euclid(60));
+            assert_eq!(unix_of_iso(&text), Some(t), "{text}");
+        }
+        assert_eq!(unix_of_iso("2026-11"), None);
+    }
+
+    #[test]
+    fn known_instants() {
+        assert_eq!(iso_minute(0), "1970-01-01T00:00");
+        assert_eq!(iso_minute(1_764_450_000), "2025-11-29T21:00");
+        assert_eq!(iso_minute(951_782_400), "2000-02-29T00:00");
+        assert_eq!(iso_minute(1_798_761_599), "2026-12-31T23:59");
+        assert_eq!(iso_minute(-1), "1969-12-31T23:59");
+    }
+
+    #[test]
+    fn sorts_as_time() {
+        let a = iso_minute(1_764_450_000);
+        let b = iso_minute(1_764_450_060);
+        assert!(a < b);
+        assert!(a.as_str() < "total", "minute buckets sort before 'total'");
+    }
+}

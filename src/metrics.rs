@@ -1,0 +1,306 @@
+//! `GET /admin/api/metrics` (CONTRACT §9): facts from D1 (indexed counts, one batch), the
+//! request counters (flushed ones from D1 plus this isolate's unflushed ones), the last
+//! reconciliation and configuration warnings; JSON, or the Prometheus text format.
+
+use crate::counters::{self, REFUSED, SIGNATURE_VERIFIED};
+use crate::error::AppResult;
+use crate::sql::{self, CounterRow, MetricsFacts};
+use crate::{config, reconcile};
+use paymos_core::alerts::{ReconciliationFacts, SIGNATURE_WINDOW_SECONDS};
+use paymos_core::time::{iso_minute, unix_of_iso};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use worker::{D1Database, Date, Env};
+
+/// Everything the metrics and the alerts read.
+pub struct Snapshot {
+    pub facts: MetricsFacts,
+    /// (status code, reason code) → refusals in the last hour.
+    pub refused_hour: BTreeMap<(String, String), i64>,
+    pub refused_total: BTreeMap<(String, String), i64>,
+    /// 401 refusals in the last 15 minutes (a burst means a secret rotated on one side).
+    pub signature_refusals_burst: i64,
+    /// secret id → accepted signatures since the beginning.
+    pub verified_total: BTreeMap<String, i64>,
+    pub reconciliation: Option<Value>,
+    pub warnings: Vec<String>,
+}
+
+fn split_label(label: &str) -> (String, String) {
+    match label.split_once(' ') {
+        Some((status, code)) => (status.to_string(), code.to_string()),
+        None => (label.to_string(), String::new()),
+    }
+}
+
+pub async fn snapshot(env: &Env, db: &D1Database) -> AppResult<Snapshot> {
+    let now = (Date::now().as_millis() / 1000) as i64;
+    let hour_bucket = iso_minute(now - 3600);
+    let burst_bucket = iso_minute(now - SIGNATURE_WINDOW_SECONDS);
+    let (facts, rows) = sql::metrics(db, &hour_bucket, &burst_bucket).await?;
+    let mut s = Snapshot {
+        facts,
+        refused_hour: BTreeMap::new(),
+        refused_total: BTreeMap::new(),
+        signature_refusals_burst: 0,
+        verified_total: BTreeMap::new(),
+        reconciliation: reconcile::latest(env).await?,
+        warnings: config::warnings(env),
+    };
+    let mut add = |scope: &str, name: &str, label: &str, n: i64| match (scope, name) {
+        ("hour", REFUSED) => *s.refused_hour.entry(split_label(label)).or_insert(0) += n,
+        ("total", REFUSED) => *s.refused_total.entry(split_label(label)).or_insert(0) += n,
+        ("burst", REFUSED) if label.starts_with("401 ") => s.signature_refusals_burst += n,
+        ("total", SIGNATURE_VERIFIED) => {
+            *s.verified_total.entry(label.to_string()).or_insert(0) += n
+        }
+        _ => {}
+    };
+    for CounterRow {
+        scope,
+        name,
+        label,
+        count,
+    } in &rows
+    {
+        add(scope, name, label, *count);
+    }
+    // this isolate's counts not flushed yet: in every scope they fall in
+    for ((name, label), n) in counters::unflushed_since(&hour_bucket) {
+        add("hour", name, &label, n as i64);
+    }
+    for ((name, label), n) in counters::unflushed_since(&burst_bucket) {
+        add("burst", name, &label, n as i64);
+    }
+    for ((name, label), n) in counters::unflushed_since("") {
+        add("total", name, &label, n as i64);
+    }
+    Ok(s)
+}
+
+impl Snapshot {
+    /// The last reconciliation as alerts read it.
+    pub fn reconciliation_facts(&self) -> Option<ReconciliationFacts> {
+        let r = self.reconciliation.as_ref()?;
+        let n = |k: &str| r[k].as_array().map_or(0, |a| a.len() as i64);
+        Some(ReconciliationFacts {
+            state: r["state"].as_str().unwrap_or("").to_string(),
+            ok: r["ok"].as_bool().unwrap_or(false),
+            missing: n("missing"),
+            doubled: n("doubled"),
+            unprocessed: n("unprocessed"),
+            error: r["error"].as_str().map(str::to_string),
+        })
+    }
+
+    pub fn json(&self) -> Value {
+        let f = &self.facts;
+        let by_reason: BTreeMap<String, i64> = self
+            .refused_hour
+            .iter()
+            .map(|((status, code), n)| (format!("{status} {code}"), *n))
+            .collect();
+        let by_status = |status: &str| -> i64 {
+            self.refused_hour
+                .iter()
+                .filter(|((s, _), _)| s == status)
+                .map(|(_, n)| n)
+                .sum()
+        };
+        json!({
+            "deliveries": {
+                "by_outcome": { "applied": f.applied, "stale": f.stale, "ignored": f.ignored, "dead": f.dead },
+                "unprocessed": f.unprocessed,
+                "oldest_unprocessed_seconds": f.oldest_unprocessed_seconds,
+                "dead": f.dead,
+                "last_received_at": f.last_received_at,
+                "livemode_mismatches": f.livemode_mismatches,
+            },
+            "effects": {
+                "by_dispatch": { "pending": f.effects_pending, "delivered": f.effects_delivered, "dead": f.effects_dead },
+                "awaiting_order_ref": f.effects_awaiting_order_ref,
+                "oldest_pending_seconds": f.oldest_pending_effect_seconds,
+            },
+            "refused_last_hour": {
+                "total": self.refused_hour.values().sum::<i64>(),
+                "401": by_status("401"),
+                "400": by_status("400"),
+                "413": by_status("413"),
+                "by_reason": by_reason,
+            },
+            "signatures": self.verified_total.iter()
+                .map(|(secret, n)| json!({ "secret": secret, "verified": n }))
+                .collect::<Vec<_>>(),
+            "reconciliation": self.reconciliation,
+            "alerts_open": f.alerts_open,
+            "config": { "warnings": self.warnings },
+        })
+    }
+
+    /// The Prometheus text exposition format (0.0.4): `# HELP`, `# TYPE`, then samples.
+    pub fn prometheus(&self) -> String {
+        let f = &self.facts;
+        let mut out = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for (labels, value) in samples {
+                let _ = writeln!(out, "{name}{labels} {value}");
+            }
+        };
+        let one = |v: i64| vec![(String::new(), v as f64)];
+        metric(
+            "paymos_deliveries",
+            "gauge",
+            "Deliveries on record by outcome (unprocessed: not processed yet).",
+            &[
+                ("applied", f.applied),
+                ("stale", f.stale),
+                ("ignored", f.ignored),
+                ("dead", f.dead),
+                ("unprocessed", f.unprocessed),
+            ]
+            .map(|(o, n)| (format!("{{outcome=\"{o}\"}}"), n as f64)),
+        );
+        metric(
+            "paymos_deliveries_unprocessed",
+            "gauge",
+            "Deliveries received and not processed yet.",
+            &one(f.unprocessed),
+        );
+        metric(
+            "paymos_deliveries_oldest_unprocessed_seconds",
+            "gauge",
+            "Age of the oldest unprocessed delivery (0 when there is none).",
+            &one(f.oldest_unprocessed_seconds.unwrap_or(0)),
+        );
+        metric(
+            "paymos_deliveries_dead",
+            "gauge",
+            "Deliveries whose processing kept failing (replayable).",
+            &one(f.dead),
+        );
+        metric(
+            "paymos_livemode_mismatches",
+            "gauge",
+            "Deliveries ignored because their livemode is not this deployment's mode.",
+            &one(f.livemode_mismatches),
+        );
+        let last = f
+            .last_received_at
+            .as_deref()
+            .and_then(unix_of_iso)
+            .unwrap_or(0);
+        metric(
+            "paymos_last_delivery_timestamp_seconds",
+            "gauge",
+            "When the last delivery was received (unix seconds; 0: never).",
+            &one(last),
+        );
+        metric(
+            "paymos_effects",
+            "gauge",
+            "Effects in the outbox by dispatch state.",
+            &[
+                ("pending", f.effects_pending),
+                ("delivered", f.effects_delivered),
+                ("dead", f.effects_dead),
+            ]
+            .map(|(d, n)| (format!("{{dispatch=\"{d}\"}}"), n as f64)),
+        );
+        metric(
+            "paymos_effects_pending",
+            "gauge",
+            "Effects not delivered to the order system yet.",
+            &one(f.effects_pending),
+        );
+        metric(
+            "paymos_effects_dead",
+            "gauge",
+            "Effects the order system did not take within the retry ladder (redeliverable).",
+            &one(f.effects_dead),
+        );
+        metric(
+            "paymos_effects_awaiting_order_ref",
+            "gauge",
+            "Fulfilments waiting for their order_ref before they can be sent.",
+            &one(f.effects_awaiting_order_ref),
+        );
+        metric(
+            "paymos_effects_oldest_pending_seconds",
+            "gauge",
+            "Age of the oldest pending effect (0 when there is none).",
+            &one(f.oldest_pending_effect_seconds.unwrap_or(0)),
+        );
+        let refused = |m: &BTreeMap<(String, String), i64>| -> Vec<(String, f64)> {
+            m.iter()
+                .map(|((status, code), n)| {
+                    (
+                        format!(
+                            "{{status=\"{}\",reason=\"{}\"}}",
+                            escape(status),
+                            escape(code)
+                        ),
+                        *n as f64,
+                    )
+                })
+                .collect()
+        };
+        metric(
+            "paymos_requests_refused_total",
+            "counter",
+            "Requests refused (401, 400, 413) by status and reason, since counting began.",
+            &refused(&self.refused_total),
+        );
+        metric(
+            "paymos_requests_refused_last_hour",
+            "gauge",
+            "Requests refused (401, 400, 413) by status and reason in the last hour.",
+            &refused(&self.refused_hour),
+        );
+        metric(
+            "paymos_signatures_verified_total",
+            "counter",
+            "Accepted signatures by configured secret (first 8 hex of its SHA-256).",
+            &self
+                .verified_total
+                .iter()
+                .map(|(s, n)| (format!("{{secret=\"{}\"}}", escape(s)), *n as f64))
+                .collect::<Vec<_>>(),
+        );
+        let r = self.reconciliation_facts();
+        metric(
+            "paymos_reconciliation_last_ok",
+            "gauge",
+            "1 if the last reconciliation run finished with nothing missing, unprocessed or doubled.",
+            &one(i64::from(r.as_ref().is_some_and(|r| r.ok))),
+        );
+        metric(
+            "paymos_reconciliation_last_missing",
+            "gauge",
+            "Paid invoices the last reconciliation run found with no invoice.paid on record.",
+            &one(r.as_ref().map_or(0, |r| r.missing)),
+        );
+        metric(
+            "paymos_alerts_open",
+            "gauge",
+            "Open alerts.",
+            &one(f.alerts_open),
+        );
+        metric(
+            "paymos_config_warnings",
+            "gauge",
+            "Configuration problems (see /admin/api/metrics config.warnings).",
+            &one(self.warnings.len() as i64),
+        );
+        out
+    }
+}
+
+/// Label values escaped as the text format wants (`\`, `"`, newline).
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
