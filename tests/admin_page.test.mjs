@@ -1012,6 +1012,27 @@ test("bulk replay of 650 dead deliveries follows next_cursor, 300 per call, show
   }
 });
 
+test("the admin API turned off while the page is open: the page says so, and comes back with Check again", async () => {
+  // ADMIN_TOKEN removed from the running Worker is simulated here: every /admin/api call 404s
+  await page.route(`${w.url}/admin/api/**`, (route) =>
+    route.fulfill({ status: 404, contentType: "application/json", body: '{"error":"not_found"}' }),
+  );
+  try {
+    await page.click("#refresh");
+    await page.waitForSelector("#api-off:not([hidden])");
+    assert.equal(await page.isVisible("#app"), false);
+    assert.equal(await page.isVisible("#sign-in"), false);
+  } finally {
+    await page.unroute(`${w.url}/admin/api/**`);
+  }
+  await page.click("#api-off-retry");
+  await page.waitForSelector("#app:not([hidden])");
+  await waitForList();
+  await waitForHealth();
+  assert.equal((await rowIds()).length, 50, "the kept token still works");
+  assert.equal(await page.evaluate(() => document.activeElement.id), "health-title");
+});
+
 test("keyboard focus is visible", async () => {
   await page.focus("#refresh");
   await page.keyboard.press("Tab");

@@ -205,7 +205,7 @@
       showOff(byOperator);
     } else if (t && res.ok) {
       showApp();
-      openApp(false);
+      openApp(byOperator);
     } else {
       if (t) storeToken(null);
       showSignIn(t ? "The token was not accepted. Sign in again." : "");
@@ -383,6 +383,8 @@
       $("older").disabled = !state.next;
     } catch (e) {
       if (seq !== state.seq || e.status === 401) return;
+      // the list never answers 404 unless ADMIN_TOKEN was removed since the page loaded
+      if (e.status === 404) return showOff(false);
       $("newer").disabled = state.stack.length === 0;
       errorNotice("Loading deliveries", e);
     } finally {
