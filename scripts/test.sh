@@ -29,6 +29,6 @@ cargo build --release -p paymos-cli
 say "native tests (core crate, paymos CLI)"
 cargo test -p paymos-core -p paymos-cli
 say "simulation (paymos-sim: the shared SQL and plan under an adversarial world, 2,000 seeds)"
-cargo test --release -p paymos-sim
+cargo test --release -p paymos-sim --no-fail-fast
 say "integration tests (Miniflare/workerd, local D1 and queues)"
 node --test --test-concurrency=1 --test-timeout=600000 tests/*.test.mjs

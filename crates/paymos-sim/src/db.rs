@@ -153,7 +153,10 @@ impl Db {
     /// parameters as the statement declares.
     pub fn prepare_check(&mut self, s: &'static Statement) -> Result<(), String> {
         let sql = self.sql_of(s);
-        let stmt = self.conn.prepare_cached(&sql).map_err(|e| format!("{}: {e}", s.name))?;
+        let stmt = self
+            .conn
+            .prepare_cached(&sql)
+            .map_err(|e| format!("{}: {e}", s.name))?;
         if stmt.parameter_count() != s.params.len() {
             return Err(format!(
                 "{}: SQLite sees {} parameters, the statement declares {:?}",
@@ -230,7 +233,10 @@ impl Db {
                 self.conn.execute_batch("ROLLBACK").expect("ROLLBACK");
                 return Exec {
                     committed: false,
-                    result: Err(format!("D1_ERROR: simulated failure at {}", b.statement.name)),
+                    result: Err(format!(
+                        "D1_ERROR: simulated failure at {}",
+                        b.statement.name
+                    )),
                 };
             }
             match self.execute(b) {

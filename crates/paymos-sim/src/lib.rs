@@ -19,9 +19,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use paymos_core::statements::Bound;
 use paymos_core::{ResourceKind, State, TransitionPlan};
 
 pub use db::{Db, Edits, Fault};
+
+/// See [`Mutations::batch`].
+pub type BatchEdit = fn(Vec<Bound<'static>>, Option<String>) -> Vec<Bound<'static>>;
 
 /// Deliberate defects, for the tests that prove the simulator has teeth. Production
 /// behaviour is `Mutations::default()`: no hook set.
@@ -31,6 +35,9 @@ pub struct Mutations {
     pub edits: Edits,
     /// Replaces `paymos_core::machine::plan`.
     pub plan: Option<fn(ResourceKind, State) -> Option<TransitionPlan>>,
+    /// Rewrites a transition's batch (given the delivery it is for, if any): to try a
+    /// proposed fix of the shared statements before it is made.
+    pub batch: Option<BatchEdit>,
     /// What the dead-letter consumer binds as MARK_DEAD's generation, given the message's.
     pub dead_letter_generation: Option<fn(Option<i64>) -> Option<i64>>,
 }
@@ -51,6 +58,8 @@ pub struct Stats {
     pub applied: usize,
     pub stale: usize,
     pub dead_lettered: usize,
+    pub marked_dead: usize,
+    pub dead_letters_after_replay: usize,
     pub dead_at_drain: usize,
     pub replays: usize,
     pub provider_replays: usize,
@@ -71,6 +80,8 @@ impl Stats {
         self.applied += o.applied;
         self.stale += o.stale;
         self.dead_lettered += o.dead_lettered;
+        self.marked_dead += o.marked_dead;
+        self.dead_letters_after_replay += o.dead_letters_after_replay;
         self.dead_at_drain += o.dead_at_drain;
         self.replays += o.replays;
         self.provider_replays += o.provider_replays;

@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 use paymos_sim::{default_threads, run_many, run_seed, Options};
 
-const USAGE: &str = "usage: paymos-sim [--seeds N] [--from S] [--threads T] [--keep-going]\n       \
+const USAGE: &str =
+    "usage: paymos-sim [--seeds N] [--from S] [--threads T] [--keep-going]\n       \
                      paymos-sim --seed S [--trace]";
 
 fn main() -> ExitCode {
@@ -86,7 +87,8 @@ fn main() -> ExitCode {
     println!(
         "{} seeds ({}..{}) on {threads} thread(s) in {secs:.1} s ({:.0} seeds/s): {} steps, \
          {} deliveries, {} requests, {} messages, {} applied, {} stale, {} dead-lettered, \
-         {} replays, {} manual, {} reconciled, {} crashes",
+         {} marked dead, {} dead letters after a replay, {} replays, {} manual, {} reconciled, \
+         {} crashes",
         summary.seeds,
         from,
         from + summary.seeds,
@@ -98,6 +100,8 @@ fn main() -> ExitCode {
         s.applied,
         s.stale,
         s.dead_lettered,
+        s.marked_dead,
+        s.dead_letters_after_replay,
         s.replays,
         s.manual,
         s.reconciled,

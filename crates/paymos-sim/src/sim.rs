@@ -41,6 +41,9 @@ struct Knobs {
     p_d1: f64,
     p_after_commit: f64,
     outages: Vec<(i64, i64)>,
+    /// A window in which `PAYMOS_MODE` is invalid: the consumer refuses to decide (every
+    /// message fails and retries, D1 is fine), until an operator fixes it.
+    misconfigured: Option<(i64, i64)>,
     p_crash: f64,
     p_send_fail: f64,
     p_dup: f64,
@@ -64,7 +67,12 @@ impl Knobs {
                 (s, s + len)
             })
             .collect();
+        let misconfigured = rng.chance(0.3).then(|| {
+            let s = start + rng.below(900_000) as i64;
+            (s, s + rng.range(300_000, 1_800_000) as i64)
+        });
         Knobs {
+            misconfigured,
             consumers: rng.range(1, 4) as usize,
             p_d1: *rng.pick(&[0.0, 0.02, 0.08, 0.2]),
             p_after_commit: *rng.pick(&[0.0, 0.01, 0.05]),
@@ -130,18 +138,49 @@ enum Cons {
 
 #[derive(Debug)]
 enum Actor {
-    Receive { d: usize, phase: Recv },
-    Consume { msg: Msg, phase: Cons },
-    DeadLetter { msg: Msg, marked: bool },
-    Sweep { claimed: Option<Vec<(usize, i64)>>, chunks: u32 },
-    Replay { d: Option<usize>, generation: Option<i64> },
-    Manual { r: usize, to: State, order_ref: bool },
-    Reconcile { missing: Option<VecDeque<usize>> },
+    Receive {
+        d: usize,
+        phase: Recv,
+    },
+    Consume {
+        msg: Msg,
+        phase: Cons,
+    },
+    DeadLetter {
+        msg: Msg,
+        marked: bool,
+    },
+    Sweep {
+        claimed: Option<Vec<(usize, i64)>>,
+        chunks: u32,
+    },
+    Replay {
+        d: Option<usize>,
+        generation: Option<i64>,
+    },
+    Manual {
+        r: usize,
+        to: State,
+        order_ref: bool,
+    },
+    Reconcile {
+        missing: Option<VecDeque<usize>>,
+    },
+    BulkReplay {
+        status: &'static str,
+        after: Option<(String, String)>,
+        reset: Option<Vec<(usize, i64)>>,
+        chunks: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Op {
     Replay,
+    /// The replay of one delivery an alert named (`delivery_dead`, CONTRACT §9).
+    ReplayOne(usize),
+    /// `POST /admin/api/deliveries/replay {status}`: what an operator does after an incident.
+    BulkReplay(&'static str),
     Manual,
     Reconcile,
 }
@@ -189,10 +228,15 @@ struct RModel {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Who {
     Insert,
-    Batch { outcome: Outcome, applied: bool },
+    Batch {
+        outcome: Outcome,
+        applied: bool,
+    },
     Ignore,
     MarkDead,
     Reset,
+    /// A bulk replay's chunk: reset, or untouched.
+    MaybeReset,
     Failure,
 }
 
@@ -201,6 +245,9 @@ struct Pre {
     status: Option<State>,
     effects: Vec<EffectKind>,
     generation: Option<i64>,
+    /// The delivery was already decided (processed, and not `dead`) when this copy's
+    /// transaction began: another copy of its message got there first.
+    decided: bool,
 }
 
 pub struct Sim<'o> {
@@ -269,14 +316,20 @@ impl<'o> Sim<'o> {
             .unwrap_or(start);
         let ladder_span = ATTEMPT_OFFSETS_SECONDS[ATTEMPT_OFFSETS_SECONDS.len() - 1] as i64 * 1000
             / k.ladder_divisor;
-        let outage_end = k.outages.iter().map(|(_, e)| *e).max().unwrap_or(start);
+        let outage_end = k
+            .outages
+            .iter()
+            .chain(&k.misconfigured)
+            .map(|(_, e)| *e)
+            .max()
+            .unwrap_or(start);
         let chaos_end = (last_emit + ladder_span).max(outage_end) + 60_000;
         let senders = world
             .deliveries
             .iter()
             .map(|d| {
-                let at = world.resources[d.resource].events[d.event].emit_at
-                    + krng.below(5_000) as i64;
+                let at =
+                    world.resources[d.resource].events[d.event].emit_at + krng.below(5_000) as i64;
                 Sender {
                     attempts: 0,
                     first_at: at,
@@ -296,6 +349,21 @@ impl<'o> Sim<'o> {
                 _ => Op::Reconcile,
             };
             ops.push((at, op));
+        }
+        // after an outage, operators replay what it left dead (and sometimes what is stuck)
+        for (_, end) in &k.outages {
+            if krng.chance(0.6) {
+                ops.push((end + krng.below(120_000) as i64, Op::BulkReplay("dead")));
+            }
+            if krng.chance(0.5) {
+                ops.push((end + krng.below(30_000) as i64, Op::BulkReplay("received")));
+            }
+        }
+        // once the mode is fixed, the operator replays what went dead meanwhile
+        if let Some((_, end)) = k.misconfigured {
+            if krng.chance(0.8) {
+                ops.push((end + krng.below(300_000) as i64, Op::BulkReplay("dead")));
+            }
         }
         ops.sort_by_key(|(t, _)| *t);
         let by_event = world
@@ -380,7 +448,10 @@ impl<'o> Sim<'o> {
     }
 
     fn trace(&mut self, line: String) {
-        let line = format!("[{:>8.3}s] {line}", (self.now() - self.start) as f64 / 1000.0);
+        let line = format!(
+            "[{:>8.3}s] {line}",
+            (self.now() - self.start) as f64 / 1000.0
+        );
         self.hash = fnv(self.hash, line.as_bytes());
         self.hash = fnv(self.hash, b"\n");
         if self.opts.keep_trace {
@@ -406,6 +477,15 @@ impl<'o> Sim<'o> {
     fn in_outage(&self) -> bool {
         let now = self.now();
         self.chaos && self.k.outages.iter().any(|(s, e)| (*s..*e).contains(&now))
+    }
+
+    fn misconfigured(&self) -> bool {
+        let now = self.now();
+        self.chaos
+            && self
+                .k
+                .misconfigured
+                .is_some_and(|(s, e)| (s..e).contains(&now))
     }
 
     fn fault_read(&mut self) -> Fault {
@@ -498,7 +578,8 @@ impl<'o> Sim<'o> {
                 msg.attempts
             ));
             let mut dl = self.new_msg(msg.d, msg.generation);
-            dl.visible_at += self.frng.below(5_000) as i64;
+            // the dead-letter queue's consumer runs when the platform gets to it
+            dl.visible_at += self.frng.below(60_000) as i64;
             self.dlq.push(dl);
         } else {
             msg.attempts += 1;
@@ -631,6 +712,7 @@ impl<'o> Sim<'o> {
                 d: None,
                 generation: None,
             }),
+            Op::ReplayOne(d) => self.replay_reset(d),
             Op::Manual => {
                 // operators work on the live resources their dashboard shows
                 let live: Vec<usize> = (0..self.world.resources.len())
@@ -653,7 +735,9 @@ impl<'o> Sim<'o> {
                         State::PartiallyPaid,
                     ]),
                     ResourceKind::Withdrawal => {
-                        *self.rng.pick(&[State::Completed, State::Failed, State::Processing])
+                        *self
+                            .rng
+                            .pick(&[State::Completed, State::Failed, State::Processing])
                     }
                     ResourceKind::Deposit => *self.rng.pick(&[State::Confirmed, State::Failed]),
                 };
@@ -661,6 +745,12 @@ impl<'o> Sim<'o> {
                 self.advance(Actor::Manual { r, to, order_ref });
             }
             Op::Reconcile => self.advance(Actor::Reconcile { missing: None }),
+            Op::BulkReplay(status) => self.advance(Actor::BulkReplay {
+                status,
+                after: None,
+                reset: None,
+                chunks: 1,
+            }),
         }
     }
 
@@ -675,6 +765,12 @@ impl<'o> Sim<'o> {
             Actor::Replay { d, generation } => self.replay(d, generation),
             Actor::Manual { r, to, order_ref } => self.manual(r, to, order_ref),
             Actor::Reconcile { missing } => self.reconcile(missing),
+            Actor::BulkReplay {
+                status,
+                after,
+                reset,
+                chunks,
+            } => self.bulk_replay(status, after, reset, chunks),
         }
     }
 
@@ -732,7 +828,11 @@ impl<'o> Sim<'o> {
                 let sent = self.send(vec![m]);
                 self.trace(format!(
                     "receive: {id} enqueue {}",
-                    if sent.is_ok() { "ok" } else { "failed (logged; still 200)" }
+                    if sent.is_ok() {
+                        "ok"
+                    } else {
+                        "failed (logged; still 200)"
+                    }
                 ));
                 self.actors.push(Actor::Receive {
                     d,
@@ -742,7 +842,9 @@ impl<'o> Sim<'o> {
             Recv::Reply => {
                 self.end_receive(d);
                 if self.chaos && self.frng.chance(self.k.p_reply_lost) {
-                    self.trace(format!("receive: {id} 200 lost on the way (sender times out)"));
+                    self.trace(format!(
+                        "receive: {id} 200 lost on the way (sender times out)"
+                    ));
                 } else {
                     self.senders[d].acked = true;
                     self.senders[d].next_at = None;
@@ -760,9 +862,14 @@ impl<'o> Sim<'o> {
             return;
         }
         match phase {
+            Cons::Load if self.misconfigured() => {
+                self.consume(msg, Cons::Fail("not_configured: invalid_mode".into()))
+            }
             Cons::Load => {
                 let fault = self.fault_read();
-                let ex = self.db.run(&st::LOAD_DELIVERY.bind(vec![Arg::text(&id)]), fault);
+                let ex = self
+                    .db
+                    .run(&st::LOAD_DELIVERY.bind(vec![Arg::text(&id)]), fault);
                 let rows = match ex.result {
                     Ok(mut r) => r.remove(0),
                     Err(e) => return self.consume(msg, Cons::Fail(e)),
@@ -861,7 +968,9 @@ impl<'o> Sim<'o> {
             Cons::Ack => {
                 self.consumers_busy -= 1;
                 if self.chaos && self.frng.chance(self.k.p_dup) {
-                    self.trace(format!("consumer: {id} acked, but the queue delivers it again"));
+                    self.trace(format!(
+                        "consumer: {id} acked, but the queue delivers it again"
+                    ));
                     let delay = self.frng.below(30_000) as i64;
                     let mut m = msg;
                     m.attempts += 1;
@@ -945,10 +1054,24 @@ impl<'o> Sim<'o> {
         }
         match ex.result {
             Ok(rows) => {
+                if rows[0].is_empty()
+                    && self.dm[d]
+                        .snap
+                        .as_ref()
+                        .is_some_and(|s| !s.processed && Some(s.generation) != msg.generation)
+                {
+                    // the race the generations exist for: this dead letter would have buried
+                    // an operator's replay
+                    self.stats.dead_letters_after_replay += 1;
+                }
                 self.trace(format!(
                     "dead-letter: {id} gen {:?} → {}",
                     msg.generation,
-                    if rows[0].is_empty() { "superseded (not marked)" } else { "marked dead" }
+                    if rows[0].is_empty() {
+                        "superseded (not marked)"
+                    } else {
+                        "marked dead"
+                    }
                 ));
                 self.actors.push(Actor::DeadLetter { msg, marked: true });
             }
@@ -992,7 +1115,10 @@ impl<'o> Sim<'o> {
             }
             Some(rows) => {
                 let n = rows.len() as i64;
-                let msgs = rows.iter().map(|(d, g)| self.new_msg(*d, Some(*g))).collect();
+                let msgs = rows
+                    .iter()
+                    .map(|(d, g)| self.new_msg(*d, Some(*g)))
+                    .collect();
                 let sent = self.send(msgs);
                 self.stats.swept += rows.len();
                 let names: Vec<String> = rows
@@ -1021,8 +1147,9 @@ impl<'o> Sim<'o> {
     fn replay(&mut self, d: Option<usize>, generation: Option<i64>) {
         match (d, generation) {
             (None, _) => {
-                let on_record: Vec<usize> =
-                    (0..self.dm.len()).filter(|d| self.dm[*d].snap.is_some()).collect();
+                let on_record: Vec<usize> = (0..self.dm.len())
+                    .filter(|d| self.dm[*d].snap.is_some())
+                    .collect();
                 if on_record.is_empty() {
                     return;
                 }
@@ -1033,29 +1160,17 @@ impl<'o> Sim<'o> {
                         self.dm[*d].snap.as_ref().unwrap().outcome.as_deref() == Some("dead")
                     })
                     .collect();
-                let d = if !dead.is_empty() && self.rng.chance(0.7) {
-                    *self.rng.pick(&dead)
-                } else {
-                    *self.rng.pick(&on_record)
+                let stuck: Vec<usize> = on_record
+                    .iter()
+                    .copied()
+                    .filter(|d| !self.dm[*d].snap.as_ref().unwrap().processed)
+                    .collect();
+                let d = match self.rng.weighted(&[5, 3, 2]) {
+                    0 if !dead.is_empty() => *self.rng.pick(&dead),
+                    1 if !stuck.is_empty() => *self.rng.pick(&stuck),
+                    _ => *self.rng.pick(&on_record),
                 };
-                let id = self.eid(d).to_string();
-                let fault = self.fault_write();
-                let ex = self.db.run(&st::RESET_FOR_REPLAY.bind(vec![Arg::text(&id)]), fault);
-                if ex.committed {
-                    self.touched_d.push((d, Who::Reset));
-                    self.stats.replays += 1;
-                }
-                match ex.result {
-                    Ok(rows) => {
-                        let g = rows[0].int(0, "generation");
-                        self.trace(format!("operator: replay {id} → generation {g:?}"));
-                        self.actors.push(Actor::Replay {
-                            d: Some(d),
-                            generation: g,
-                        });
-                    }
-                    Err(e) => self.trace(format!("operator: replay {id} failed ({e}) → 503")),
-                }
+                self.replay_reset(d);
             }
             (Some(d), g) => {
                 let m = self.new_msg(d, g);
@@ -1063,8 +1178,130 @@ impl<'o> Sim<'o> {
                 self.trace(format!(
                     "operator: replay {} enqueue {}",
                     self.eid(d),
-                    if sent.is_ok() { "ok" } else { "failed (202, enqueued:false)" }
+                    if sent.is_ok() {
+                        "ok"
+                    } else {
+                        "failed (202, enqueued:false)"
+                    }
                 ));
+            }
+        }
+    }
+
+    /// `POST /admin/api/deliveries/{id}/replay`: the reset (then the send, a later step).
+    fn replay_reset(&mut self, d: usize) {
+        let id = self.eid(d).to_string();
+        let fault = self.fault_write();
+        let ex = self
+            .db
+            .run(&st::RESET_FOR_REPLAY.bind(vec![Arg::text(&id)]), fault);
+        if ex.committed {
+            self.touched_d.push((d, Who::Reset));
+            self.stats.replays += 1;
+        }
+        match ex.result {
+            Ok(rows) => {
+                let g = rows[0].int(0, "generation");
+                self.trace(format!("operator: replay {id} → generation {g:?}"));
+                self.actors.push(Actor::Replay {
+                    d: Some(d),
+                    generation: g,
+                });
+            }
+            Err(e) => self.trace(format!("operator: replay {id} failed ({e}) → 503")),
+        }
+    }
+
+    /// The bulk replay: chunks of `REPLAY_CHUNK` (each resets a chunk, a new generation each),
+    /// oldest first after a cursor, each chunk sent with one `sendBatch`.
+    fn bulk_replay(
+        &mut self,
+        status: &'static str,
+        after: Option<(String, String)>,
+        reset: Option<Vec<(usize, i64)>>,
+        chunks: u32,
+    ) {
+        const CHUNK: i64 = 2;
+        const MAX_CHUNKS: u32 = 4;
+        match reset {
+            None => {
+                let (at, id) = after.clone().unzip();
+                let b = own(st::REPLAY_CHUNK.bind(vec![
+                    Arg::Null,
+                    Arg::Null,
+                    Arg::text(status),
+                    Arg::Null,
+                    Arg::Null,
+                    Arg::opt(at.as_deref()),
+                    Arg::opt(id.as_deref()),
+                    Arg::Int(CHUNK),
+                ]));
+                let fault = self.fault_write();
+                let ex = self.db.run(&b, fault);
+                let rows = ex.result.as_ref().ok().map(|r| r[0].clone());
+                if ex.committed {
+                    // which rows it reset: the checker looks at every row it may have touched
+                    for d in 0..self.dm.len() {
+                        if self.dm[d].snap.is_some() {
+                            self.touched_d.push((d, Who::MaybeReset));
+                        }
+                    }
+                }
+                let Some(rows) = rows else {
+                    self.trace(format!("operator: bulk replay ({status}) failed → 503"));
+                    return;
+                };
+                let got: Vec<(usize, i64)> = (0..rows.rows.len())
+                    .map(|i| {
+                        let id = rows.text(i, "event_id").unwrap_or_default();
+                        (self.by_event[&id], rows.int(i, "generation").unwrap_or(-1))
+                    })
+                    .collect();
+                self.stats.replays += got.len();
+                let next = (0..rows.rows.len())
+                    .map(|i| {
+                        (
+                            rows.text(i, "received_at").unwrap_or_default(),
+                            rows.text(i, "event_id").unwrap_or_default(),
+                        )
+                    })
+                    .max();
+                let names: Vec<String> = got
+                    .iter()
+                    .map(|(d, g)| format!("{} → gen {g}", self.eid(*d)))
+                    .collect();
+                self.trace(format!(
+                    "operator: bulk replay ({status}) chunk {chunks}: {}",
+                    names.join(", ")
+                ));
+                if !got.is_empty() {
+                    self.actors.push(Actor::BulkReplay {
+                        status,
+                        after: next,
+                        reset: Some(got),
+                        chunks,
+                    });
+                }
+            }
+            Some(rows) => {
+                let n = rows.len() as i64;
+                let msgs = rows
+                    .iter()
+                    .map(|(d, g)| self.new_msg(*d, Some(*g)))
+                    .collect();
+                let sent = self.send(msgs);
+                self.trace(format!(
+                    "operator: bulk replay ({status}) send {}",
+                    if sent.is_ok() { "ok" } else { "failed" }
+                ));
+                if n == CHUNK && chunks < MAX_CHUNKS {
+                    self.actors.push(Actor::BulkReplay {
+                        status,
+                        after,
+                        reset: None,
+                        chunks: chunks + 1,
+                    });
+                }
             }
         }
     }
@@ -1072,7 +1309,11 @@ impl<'o> Sim<'o> {
     fn manual(&mut self, r: usize, to: State, with_order_ref: bool) {
         let res = self.world.resources[r].clone();
         self.rm[r].touched_by_operator = true;
-        let order_ref = if with_order_ref { res.order_ref.as_deref() } else { None };
+        let order_ref = if with_order_ref {
+            res.order_ref.as_deref()
+        } else {
+            None
+        };
         let reason = format!("人工核对 ops: marked {to} by hand");
         let result = self.transition(
             r,
@@ -1190,16 +1431,21 @@ impl<'o> Sim<'o> {
         let effects = (0..eff.rows.len())
             .filter_map(|i| EffectKind::from_str_name(&eff.text(i, "kind").unwrap_or_default()))
             .collect();
-        let generation = d.and_then(|d| {
+        let delivery = d.and_then(|d| {
             let row = self
                 .db
                 .read(&st::LOAD_DELIVERY.bind(vec![Arg::text(&self.world.deliveries[d].event_id)]));
-            (!row.is_empty()).then(|| row.int(0, "generation").unwrap_or(-1))
+            (!row.is_empty()).then(|| {
+                let decided = row.text(0, "processed_at").is_some()
+                    && row.text(0, "outcome").as_deref() != Some("dead");
+                (row.int(0, "generation").unwrap_or(-1), decided)
+            })
         });
         Pre {
             status,
             effects,
-            generation,
+            generation: delivery.map(|(g, _)| g),
+            decided: delivery.is_some_and(|(_, decided)| decided),
         }
     }
 
@@ -1240,7 +1486,13 @@ impl<'o> Sim<'o> {
             license_code: license.as_deref(),
             delivery: d.map(|d| self.world.deliveries[d].event_id.as_str()),
         };
-        let batch: Vec<Bound<'static>> = st::transition_batch(&request).into_iter().map(own).collect();
+        let mut batch: Vec<Bound<'static>> = st::transition_batch(&request)
+            .into_iter()
+            .map(own)
+            .collect();
+        if let Some(edit) = self.opts.mutations.batch {
+            batch = edit(batch, d.map(|d| self.world.deliveries[d].event_id.clone()));
+        }
         let pre = self.pre(r, d);
         let decision = plan.decide(pre.status, &pre.effects);
         let fault = if crash_inside {
@@ -1250,7 +1502,9 @@ impl<'o> Sim<'o> {
         };
         let ex = self.db.batch(&batch, fault);
         if ex.committed {
-            self.after_transition(r, d, &pre, decision, &batch, &ex, license, cause_kind, cause);
+            self.after_transition(
+                r, d, &pre, decision, &batch, &ex, license, cause_kind, cause,
+            );
         }
         ex.result.map(|_| ())
     }
@@ -1282,8 +1536,10 @@ impl<'o> Sim<'o> {
         let status = read_back
             .text(0, "status")
             .and_then(|s| state_of(res.kind, &s));
+        // "A second consumer of the same delivery finds processed_at set and changes
+        // nothing" (RECORD_OUTCOME): a delivery already decided does not transition again
         let (want_applied, want_effect, want_to) = match decision {
-            Decision::Apply { to, effect } => (true, effect, Some(to)),
+            Decision::Apply { to, effect } if !pre.decided => (true, effect, Some(to)),
             _ => (false, None, pre.status),
         };
         let what = format!(
@@ -1296,7 +1552,12 @@ impl<'o> Sim<'o> {
         );
         if applied != want_applied {
             self.violation(format!(
-                "SQL applied={applied}, the plan decides {decision:?}: {what}"
+                "SQL applied={applied}, the plan decides {decision:?}{}: {what}",
+                if pre.decided {
+                    " for a delivery another copy already processed (it must change nothing)"
+                } else {
+                    ""
+                }
             ));
         }
         let expected_status = if applied { want_to } else { pre.status };
@@ -1305,7 +1566,9 @@ impl<'o> Sim<'o> {
                 "status after the batch is {status:?}, expected {expected_status:?}: {what}"
             ));
         }
-        let eff = self.db.read(&st::LOAD_EFFECTS.bind(vec![Arg::text(&res.id)]));
+        let eff = self
+            .db
+            .read(&st::LOAD_EFFECTS.bind(vec![Arg::text(&res.id)]));
         let post: Vec<EffectKind> = (0..eff.rows.len())
             .filter_map(|i| EffectKind::from_str_name(&eff.text(i, "kind").unwrap_or_default()))
             .collect();
@@ -1341,13 +1604,25 @@ impl<'o> Sim<'o> {
         }
         self.touched_r.insert(r);
         if let Some(d) = d {
-            let outcome = if want_applied { Outcome::Applied } else { Outcome::Stale };
+            let outcome = if want_applied {
+                Outcome::Applied
+            } else {
+                Outcome::Stale
+            };
             self.touched_d.push((d, Who::Batch { outcome, applied }));
         }
         self.trace(format!(
             "  batch committed: {} ({what}){}",
-            if applied { "applied" } else { "refused by the guard" },
-            if ex.result.is_err() { ", but the caller saw an error" } else { "" }
+            if applied {
+                "applied"
+            } else {
+                "refused by the guard"
+            },
+            if ex.result.is_err() {
+                ", but the caller saw an error"
+            } else {
+                ""
+            }
         ));
         match (cause_kind, applied) {
             (CauseKind::Event, true) => self.stats.applied += 1,
@@ -1402,7 +1677,9 @@ impl<'o> Sim<'o> {
             }
             (Some(_), None) => self.violation(format!("{id}: the delivery row vanished")),
             (Some(o), Some(n)) => {
-                if who == Who::Reset {
+                let reset = who == Who::Reset
+                    || (who == Who::MaybeReset && n.generation == o.generation + 1);
+                if reset {
                     if n.generation != o.generation + 1
                         || n.replays != o.replays + 1
                         || n.processed
@@ -1457,6 +1734,13 @@ impl<'o> Sim<'o> {
                                     }
                                 }
                                 Who::MarkDead => {
+                                    self.stats.marked_dead += 1;
+                                    if self.chaos && self.rng.chance(0.5) {
+                                        // the delivery_dead alert reaches an operator
+                                        let at = self.now() + self.rng.range(5_000, 120_000) as i64;
+                                        let i = self.ops.partition_point(|(t, _)| *t <= at);
+                                        self.ops.insert(i, (at, Op::ReplayOne(d)));
+                                    }
                                     if outcome != "dead" {
                                         self.violation(format!("{id}: marked dead as {outcome}"));
                                     }
@@ -1478,9 +1762,8 @@ impl<'o> Sim<'o> {
                                         ));
                                     }
                                 }
-                                _ => self.violation(format!(
-                                    "{id}: processed ({outcome}) by {who:?}"
-                                )),
+                                _ => self
+                                    .violation(format!("{id}: processed ({outcome}) by {who:?}")),
                             }
                             self.dm[d].pending_replay = None;
                         }
@@ -1506,7 +1789,9 @@ impl<'o> Sim<'o> {
             return;
         }
         if !w.live {
-            self.violation(format!("{id}: a test-mode resource changed a live receiver"));
+            self.violation(format!(
+                "{id}: a test-mode resource changed a live receiver"
+            ));
         }
         if res.text(0, "kind").as_deref() != Some(w.kind.as_str()) {
             self.violation(format!("{id}: kind {:?}", res.text(0, "kind")));
@@ -1564,7 +1849,9 @@ impl<'o> Sim<'o> {
         }
         let status = res.text(0, "status").and_then(|s| state_of(w.kind, &s));
         if status != prev {
-            self.violation(format!("{id}: status {status:?}, the history ends in {prev:?}"));
+            self.violation(format!(
+                "{id}: status {status:?}, the history ends in {prev:?}"
+            ));
         }
         for (ev, n) in &per_event {
             let d = self.by_event[ev];
@@ -1620,7 +1907,9 @@ impl<'o> Sim<'o> {
         let order_ref = res.text(0, "order_ref");
         if let Some(known) = &self.rm[r].order_ref {
             if order_ref.as_ref() != Some(known) {
-                self.violation(format!("{id}: order_ref {known} overwritten by {order_ref:?}"));
+                self.violation(format!(
+                    "{id}: order_ref {known} overwritten by {order_ref:?}"
+                ));
             }
         }
         if order_ref.is_some() && order_ref != w.order_ref {
@@ -1721,17 +2010,17 @@ impl<'o> Sim<'o> {
                 // every dead delivery is replayable: replay each, and it is processed
                 let dead: Vec<usize> = (0..self.dm.len())
                     .filter(|d| {
-                        self.dm[*d].snap.as_ref().and_then(|s| s.outcome.as_deref())
-                            == Some("dead")
+                        self.dm[*d].snap.as_ref().and_then(|s| s.outcome.as_deref()) == Some("dead")
                     })
                     .collect();
                 self.stats.dead_at_drain = dead.len();
                 for d in dead {
                     self.trace(format!("operator: replay dead {}", self.eid(d)));
                     let id = self.eid(d).to_string();
-                    let ex = self
-                        .db
-                        .run(&st::RESET_FOR_REPLAY.bind(vec![Arg::text(&id)]), Fault::None);
+                    let ex = self.db.run(
+                        &st::RESET_FOR_REPLAY.bind(vec![Arg::text(&id)]),
+                        Fault::None,
+                    );
                     self.touched_d.push((d, Who::Reset));
                     self.stats.replays += 1;
                     let g = ex.result.ok().and_then(|r| r[0].int(0, "generation"));
@@ -1765,7 +2054,9 @@ impl<'o> Sim<'o> {
         for d in 0..self.world.deliveries.len() {
             let id = self.eid(d).to_string();
             let Some(s) = self.dm[d].snap.clone() else {
-                self.violation(format!("{id}: sent by the provider until 2xx, never on record"));
+                self.violation(format!(
+                    "{id}: sent by the provider until 2xx, never on record"
+                ));
                 continue;
             };
             if !in_db.contains(&id) {
@@ -1800,7 +2091,10 @@ impl<'o> Sim<'o> {
             }
         }
         if in_db.len() != self.dm.iter().filter(|m| m.snap.is_some()).count() {
-            self.violation(format!("{} delivery rows the simulator never sent", in_db.len()));
+            self.violation(format!(
+                "{} delivery rows the simulator never sent",
+                in_db.len()
+            ));
         }
         let eff = self
             .db
@@ -1828,17 +2122,22 @@ impl<'o> Sim<'o> {
             if !w.live {
                 continue;
             }
-            let row = self.db.read(&st::LOAD_RESOURCE.bind(vec![Arg::text(&w.id)]));
+            let row = self
+                .db
+                .read(&st::LOAD_RESOURCE.bind(vec![Arg::text(&w.id)]));
             let status = (!row.is_empty())
                 .then(|| row.text(0, "status").and_then(|s| state_of(w.kind, &s)))
                 .flatten();
             let eff = self.db.read(&st::LOAD_EFFECTS.bind(vec![Arg::text(&w.id)]));
-            let has = |k: &str| (0..eff.rows.len()).any(|i| eff.text(i, "kind").as_deref() == Some(k));
+            let has =
+                |k: &str| (0..eff.rows.len()).any(|i| eff.text(i, "kind").as_deref() == Some(k));
             match w.kind {
                 ResourceKind::Invoice => {
                     let paid_at_provider = w.provider_final() == Some(State::Paid)
                         || (w.provider_final() == Some(State::Overpaid)
-                            && w.events.iter().any(|e| e.to == Some(State::Overpaid) && e.subscribed));
+                            && w.events
+                                .iter()
+                                .any(|e| e.to == Some(State::Overpaid) && e.subscribed));
                     if paid_at_provider
                         && (!matches!(status, Some(State::Paid | State::Overpaid))
                             || !has("fulfilment"))
@@ -1849,9 +2148,7 @@ impl<'o> Sim<'o> {
                             has("fulfilment")
                         ));
                     }
-                    if w.provider_final() == Some(State::Refunded)
-                        && status == Some(State::Paid)
-                    {
+                    if w.provider_final() == Some(State::Refunded) && status == Some(State::Paid) {
                         // the contract's table refuses `refunded` from confirming: a refund
                         // that overtakes its payment is recorded stale (observed, not a fault)
                         self.stats.refund_overtaken += 1;
@@ -1876,7 +2173,11 @@ impl<'o> Sim<'o> {
                     };
                     let want = matches!(last, Some(State::Completed | State::Confirmed));
                     if has(effect) != want {
-                        self.violation(format!("{}: {effect} {} expected {want}", w.id, has(effect)));
+                        self.violation(format!(
+                            "{}: {effect} {} expected {want}",
+                            w.id,
+                            has(effect)
+                        ));
                     }
                 }
                 _ => {}

@@ -80,10 +80,7 @@ fn walk(rng: &mut Rng, kind: ResourceKind) -> Vec<State> {
                 (Refunded, 3),
             ],
         ),
-        ResourceKind::Withdrawal => (
-            Created,
-            &[(Processing, 3), (Completed, 4), (Failed, 1)],
-        ),
+        ResourceKind::Withdrawal => (Created, &[(Processing, 3), (Completed, 4), (Failed, 1)]),
         ResourceKind::Deposit => (Pending, &[(Confirmed, 4), (Failed, 1)]),
     };
     let mut path = vec![first];

@@ -5,7 +5,9 @@
 use paymos_core::machine::Guard;
 use paymos_core::statements::{self as st, Arg, Statement};
 use paymos_core::{plan, ResourceKind, State, TransitionPlan};
-use paymos_sim::{clock, default_threads, run_many, run_seed, Db, Edits, Mutations, Options, Report};
+use paymos_sim::{
+    clock, default_threads, run_many, run_seed, Db, Edits, Mutations, Options, Report,
+};
 
 /// The default budget: what `cargo test --release -p paymos-sim` covers.
 const SEEDS: u64 = 2_000;
@@ -23,7 +25,11 @@ fn assert_caught(name: &str, mutations: Mutations, expect: &[&str]) {
     let Some(report) = first_failure(mutations) else {
         panic!("{name}: the simulator found nothing in {SEEDS} seeds");
     };
-    eprintln!("{name}: caught at seed {}:\n{}", report.seed, report.failure_text());
+    eprintln!(
+        "{name}: caught at seed {}:\n{}",
+        report.seed,
+        report.failure_text()
+    );
     assert!(
         report
             .violations
@@ -119,7 +125,10 @@ fn thousands_of_seeds_hold_every_invariant() {
     assert!(s.deliveries > 10 * SEEDS as usize);
     assert!(s.dead_lettered > 100, "dead letters: {}", s.dead_lettered);
     assert!(s.replays > 100 && s.manual > 100 && s.reconciled > 0 && s.crashes > 100);
-    assert!(s.stale > s.applied / 2, "fan-out and retries must hit the guard");
+    assert!(
+        s.stale > s.applied / 2,
+        "fan-out and retries must hit the guard"
+    );
 }
 
 // ---------------------------------------------------------------- teeth
@@ -140,7 +149,10 @@ fn teeth_dead_letter_ignoring_generations_loses_a_replay() {
             dead_letter_generation: Some(any_generation),
             ..Mutations::default()
         },
-        &["marked dead in generation", "no message of that generation exhausted"],
+        &[
+            "marked dead in generation",
+            "no message of that generation exhausted",
+        ],
     );
 }
 
@@ -210,7 +222,10 @@ fn overpaid_from_paid(kind: ResourceKind, to: State) -> Option<TransitionPlan> {
 
 fn without_unique(schema: String) -> String {
     let unique = "UNIQUE (resource_id, kind),";
-    assert!(schema.contains(unique), "the effect table's UNIQUE moved: update this mutation");
+    assert!(
+        schema.contains(unique),
+        "the effect table's UNIQUE moved: update this mutation"
+    );
     schema.replace(unique, "")
 }
 
@@ -219,7 +234,10 @@ fn without_on_conflict(s: &'static Statement) -> Option<String> {
     // and SQLite refuses the statement: drop the clause too
     let clause = " ON CONFLICT (resource_id, kind) DO NOTHING";
     (s.name == "INSERT_EFFECT").then(|| {
-        assert!(s.sql.contains(clause), "INSERT_EFFECT changed: update this mutation");
+        assert!(
+            s.sql.contains(clause),
+            "INSERT_EFFECT changed: update this mutation"
+        );
         s.sql.replace(clause, "")
     })
 }
