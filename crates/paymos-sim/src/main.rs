@@ -88,7 +88,7 @@ fn main() -> ExitCode {
         "{} seeds ({}..{}) on {threads} thread(s) in {secs:.1} s ({:.0} seeds/s): {} steps, \
          {} deliveries, {} requests, {} messages, {} applied, {} stale, {} dead-lettered, \
          {} marked dead, {} dead letters after a replay, {} replays, {} manual, {} reconciled, \
-         {} crashes",
+         {} crashes, {} simulated hours; {} refunds overtaken by their payment (contract-permitted)",
         summary.seeds,
         from,
         from + summary.seeds,
@@ -105,7 +105,9 @@ fn main() -> ExitCode {
         s.replays,
         s.manual,
         s.reconciled,
-        s.crashes
+        s.crashes,
+        s.sim_seconds / 3600,
+        s.refund_overtaken
     );
     if summary.failures.is_empty() {
         println!("ok: no invariant violated");

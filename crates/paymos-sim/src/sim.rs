@@ -1771,6 +1771,18 @@ impl<'o> Sim<'o> {
                 }
             }
         }
+        if let Some(n) = &new {
+            // dead means nothing was applied for the current request; a copy that applied
+            // after the dead letter turns it into `applied`
+            if n.outcome.as_deref() == Some("dead")
+                && self.dm[d].applied_gens.contains(&n.generation)
+            {
+                self.violation(format!(
+                    "{id}: reported dead, yet it applied in generation {}",
+                    n.generation
+                ));
+            }
+        }
         self.dm[d].snap = new;
     }
 
