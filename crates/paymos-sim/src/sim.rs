@@ -1503,7 +1503,7 @@ impl<'o> Sim<'o> {
         let ex = self.db.batch(&batch, fault);
         if ex.committed {
             self.after_transition(
-                r, d, &pre, decision, &batch, &ex, license, cause_kind, cause,
+                r, d, to, &pre, decision, &batch, &ex, license, cause_kind, cause,
             );
         }
         ex.result.map(|_| ())
@@ -1514,6 +1514,7 @@ impl<'o> Sim<'o> {
         &mut self,
         r: usize,
         d: Option<usize>,
+        to: State,
         pre: &Pre,
         decision: Decision,
         batch: &[Bound<'static>],
@@ -1543,9 +1544,8 @@ impl<'o> Sim<'o> {
             _ => (false, None, pre.status),
         };
         let what = format!(
-            "{} {:?} {cause:?} on {} (from {:?}, effects {:?})",
+            "{} → {to} by {cause:?} on {} (from {:?}, effects {:?})",
             cause_kind.as_str(),
-            want_to,
             res.id,
             pre.status,
             pre.effects
