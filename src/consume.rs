@@ -14,7 +14,7 @@ pub const LIVEMODE_MISMATCH: &str = "livemode_mismatch";
 pub const UNKNOWN_EVENT_TYPE: &str = "unknown_event_type";
 
 /// What processing one delivery came to.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Processed {
     Outcome(Outcome),
     /// Ignored, with the reason on record.
@@ -84,52 +84,54 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
     let dead_letter = queue_name == config::dead_letter_queue(env);
     let base = config::retry_base_seconds(env);
     let mode = config::mode(env);
+    let mut readable = Vec::with_capacity(messages.len());
     for message in messages {
-        let Some(DeliveryMessage {
-            event_id,
-            generation,
-        }) = message
+        match message
             .delivery()
             .filter(|m| is_valid_event_id(&m.event_id))
-        else {
-            // retrying cannot make it readable: log it and let it go
-            log::line("consume", "-", "unreadable_message", None);
-            message.ack();
-            continue;
-        };
-        if dead_letter {
-            // every retry failed: the delivery stays, marked dead, visible and replayable;
-            // unless it was replayed meanwhile (another generation), which this must not bury
-            match sql::mark_dead(&db, &event_id, generation).await {
-                Ok(marked) => {
-                    let outcome = if marked {
-                        "dead"
-                    } else {
-                        "dead_letter_superseded"
-                    };
-                    log::line("dead_letter", &event_id, outcome, None);
+        {
+            Some(m) => readable.push((message, m)),
+            None => {
+                // retrying cannot make it readable: log it and let it go
+                log::line("consume", "-", "unreadable_message", None);
+                message.ack();
+            }
+        }
+    }
+    if dead_letter {
+        for (message, m) in readable {
+            dead_letter_one(&db, &message, &m, base).await;
+        }
+        return Ok(());
+    }
+    // The whole batch in two D1 round trips (one load, one transaction): the guard makes each
+    // message's statements independent, and one transaction applies them in order. If that
+    // fails, message by message, so one poison message cannot hold back the rest.
+    if let (Ok(mode), true) = (&mode, readable.len() > 1) {
+        match process_batch(env, &db, &readable, *mode).await {
+            Ok(outcomes) => {
+                for ((message, m), processed) in readable.iter().zip(outcomes) {
+                    log_processed(&m.event_id, &processed);
                     message.ack();
                 }
-                Err(e) => {
-                    log::line("dead_letter", &event_id, "error", Some(&e.0));
-                    message.retry_in(base.max(1));
-                }
+                return Ok(());
             }
-            continue;
+            Err(e) => log::line(
+                "consume",
+                "-",
+                "batch_fallback",
+                Some(&format!("{}: {}", e.code(), e.detail().unwrap_or(""))),
+            ),
         }
+    }
+    for (message, DeliveryMessage { event_id, .. }) in readable {
         let result = match &mode {
             Ok(mode) => process_delivery(env, &db, &event_id, *mode).await,
             Err(e) => Err(AppError::NotConfigured("invalid_mode", e.clone())),
         };
         match result {
             Ok(processed) => {
-                let (outcome, reason) = match &processed {
-                    Processed::Outcome(o) => (o.as_str(), None),
-                    Processed::Ignored(reason) => ("ignored", Some(*reason)),
-                    Processed::AlreadyProcessed => ("already_processed", None),
-                    Processed::Missing => ("missing", None),
-                };
-                log::line("consume", &event_id, outcome, reason);
+                log_processed(&event_id, &processed);
                 message.ack();
             }
             Err(e) => {
@@ -151,6 +153,137 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
         }
     }
     Ok(())
+}
+
+fn log_processed(event_id: &str, processed: &Processed) {
+    let (outcome, reason) = match processed {
+        Processed::Outcome(o) => (o.as_str(), None),
+        Processed::Ignored(reason) => ("ignored", Some(*reason)),
+        Processed::AlreadyProcessed => ("already_processed", None),
+        Processed::Missing => ("missing", None),
+    };
+    log::line("consume", event_id, outcome, reason);
+}
+
+/// Every retry failed: the delivery stays, marked dead, visible and replayable; unless it
+/// was replayed meanwhile (another generation), which this must not bury.
+async fn dead_letter_one(db: &D1Database, message: &Incoming, m: &DeliveryMessage, base: u32) {
+    match sql::mark_dead(db, &m.event_id, m.generation).await {
+        Ok(marked) => {
+            let outcome = if marked {
+                "dead"
+            } else {
+                "dead_letter_superseded"
+            };
+            log::line("dead_letter", &m.event_id, outcome, None);
+            message.ack();
+        }
+        Err(e) => {
+            log::line("dead_letter", &m.event_id, "error", Some(&e.0));
+            message.retry_in(base.max(1));
+        }
+    }
+}
+
+/// What one message of a batch asks of the transaction.
+enum Step<'a> {
+    Done(Processed),
+    Ignore(&'static str),
+    Transition(transition::Prepared, Change<'a>),
+}
+
+/// Loads the batch's deliveries in one query and applies all of it in one D1 batch. Any
+/// error (a body that does not parse, the batch refused) is returned for the fallback.
+async fn process_batch(
+    env: &Env,
+    db: &D1Database,
+    messages: &[(Incoming, DeliveryMessage)],
+    mode: Mode,
+) -> AppResult<Vec<Processed>> {
+    let ids: Vec<&str> = messages.iter().map(|(_, m)| m.event_id.as_str()).collect();
+    let rows = sql::load_deliveries(db, &ids).await?;
+    let envelopes: Vec<Option<(&sql::DeliveryRow, paymos_core::Envelope)>> = ids
+        .iter()
+        .map(|id| {
+            let Some(row) = rows.iter().find(|r| r.event_id == *id) else {
+                return Ok(None);
+            };
+            if row.processed_at.is_some() {
+                return Ok(Some((row, None)));
+            }
+            let body = row.body.as_deref().unwrap_or_default();
+            parse_envelope(body.as_bytes(), Some(id))
+                .map(|e| Some((row, Some(e))))
+                .map_err(|e| AppError::Internal(format!("stored body does not parse: {e}")))
+        })
+        .collect::<AppResult<Vec<_>>>()?
+        .into_iter()
+        .map(|x| x.and_then(|(row, e)| e.map(|e| (row, e))))
+        .collect();
+    let mut steps = Vec::with_capacity(ids.len());
+    for (i, id) in ids.iter().enumerate() {
+        let step = match &envelopes[i] {
+            None if rows.iter().any(|r| r.event_id == *id) => {
+                Step::Done(Processed::AlreadyProcessed)
+            }
+            None => Step::Done(Processed::Missing),
+            Some((_, envelope)) => {
+                if !mode.accepts(envelope.livemode) {
+                    Step::Ignore(LIVEMODE_MISMATCH)
+                } else if let Some((kind, to)) = machine::target_state(&envelope.event_type) {
+                    let change = Change {
+                        resource_id: &envelope.resource_id,
+                        kind,
+                        to,
+                        order_ref: envelope.data_str("order_ref"),
+                        amount: envelope.data_str("amount"),
+                        currency: envelope.data_str("currency"),
+                        cause_kind: CauseKind::Event,
+                        cause: id,
+                        delivery: Some(id),
+                    };
+                    Step::Transition(transition::prepare(&change)?, change)
+                } else {
+                    Step::Ignore(UNKNOWN_EVENT_TYPE)
+                }
+            }
+        };
+        steps.push(step);
+    }
+    // one list of statements; each transition's slice remembered to read its results back
+    let mut statements = Vec::new();
+    let mut slices = Vec::with_capacity(steps.len());
+    for (i, step) in steps.iter().enumerate() {
+        let start = statements.len();
+        match step {
+            Step::Done(_) => {}
+            Step::Ignore(reason) => statements.push(sql::mark_ignored_statement(ids[i], reason)),
+            Step::Transition(prepared, change) => statements.extend(
+                paymos_core::statements::transition_batch(&prepared.request(change)),
+            ),
+        }
+        slices.push(start..statements.len());
+    }
+    let results = if statements.is_empty() {
+        Vec::new()
+    } else {
+        sql::run_batch(db, &statements).await?
+    };
+    let mut out = Vec::with_capacity(steps.len());
+    let mut released = Vec::new();
+    for (step, range) in steps.iter().zip(slices) {
+        out.push(match step {
+            Step::Done(p) => p.clone(),
+            Step::Ignore(reason) => Processed::Ignored(reason),
+            Step::Transition(..) => {
+                let r = sql::read_transition(&statements[range.clone()], &results[range])?;
+                released.extend(r.released);
+                Processed::Outcome(r.outcome.unwrap_or(Outcome::Stale))
+            }
+        });
+    }
+    crate::effects::send_released(env, &released).await;
+    Ok(out)
 }
 
 /// How many rows one sweeper claim takes, and one `sendBatch` sends (the platform's limit).

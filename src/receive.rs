@@ -53,9 +53,21 @@ pub async fn receive(req: Request, env: &Env) -> worker::Result<Response> {
     }
     console_log!("{}", line);
     match result {
-        Ok(r) => Response::from_json(&json!({ "received": true, "duplicate": r.duplicate })),
+        Ok(r) => receipt(r.duplicate),
         Err(e) => e.into_response(),
     }
+}
+
+/// The receipt: fixed bytes, no JSON built per request.
+fn receipt(duplicate: bool) -> worker::Result<Response> {
+    let body: &'static str = if duplicate {
+        r#"{"received":true,"duplicate":true}"#
+    } else {
+        r#"{"received":true,"duplicate":false}"#
+    };
+    let mut resp = Response::ok(body)?;
+    resp.headers_mut().set("Content-Type", "application/json")?;
+    Ok(resp)
 }
 
 struct Received {

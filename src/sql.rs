@@ -298,6 +298,21 @@ pub async fn apply_transition(
     db: &D1Database,
     request: &st::TransitionRequest<'_>,
 ) -> DbResult<TransitionResult> {
+    let statements = st::transition_batch(request);
+    let results = batch(db, &statements).await?;
+    read_transition(&statements, &results)
+}
+
+/// Runs statements as one D1 batch (one transaction, all or nothing).
+pub async fn run_batch(db: &D1Database, statements: &[Bound<'_>]) -> DbResult<Vec<D1Result>> {
+    batch(db, statements).await
+}
+
+/// What one transition's statements (a slice of a batch, ending with READ_BACK) read back.
+pub fn read_transition(
+    statements: &[Bound<'_>],
+    results: &[D1Result],
+) -> DbResult<TransitionResult> {
     #[derive(Deserialize)]
     struct ReadBack {
         status: Option<String>,
@@ -308,11 +323,9 @@ pub async fn apply_transition(
     struct Released {
         effect_id: String,
     }
-    let statements = st::transition_batch(request);
     let release = statements
         .iter()
         .position(|b| std::ptr::eq(b.statement, &st::RELEASE_EFFECTS));
-    let results = batch(db, &statements).await?;
     let released = match release.and_then(|i| results.get(i)) {
         Some(r) => r
             .results::<Released>()?
@@ -322,7 +335,7 @@ pub async fn apply_transition(
         None => Vec::new(),
     };
     let row = results
-        .last()
+        .get(statements.len().wrapping_sub(1))
         .map(|r| r.results::<ReadBack>())
         .transpose()?
         .and_then(|rows| rows.into_iter().next())
@@ -333,6 +346,20 @@ pub async fn apply_transition(
         applied: row.applied != 0.0,
         outcome: row.outcome.as_deref().and_then(Outcome::from_str_name),
     })
+}
+
+/// A consumer batch's deliveries, in one query.
+pub async fn load_deliveries(db: &D1Database, event_ids: &[&str]) -> DbResult<Vec<DeliveryRow>> {
+    all(
+        db,
+        st::LOAD_DELIVERIES.bind(vec![Arg::json_list(event_ids)]),
+    )
+    .await
+}
+
+/// The MARK_IGNORED statement, for a consumer batch.
+pub fn mark_ignored_statement<'a>(event_id: &'a str, reason: &'a str) -> Bound<'a> {
+    st::MARK_IGNORED.bind(vec![Arg::text(event_id), Arg::text(reason)])
 }
 
 // ---------------------------------------------------------------- the outbox

@@ -6,7 +6,7 @@
 use crate::error::{AppError, AppResult};
 use crate::sql::{self, TransitionResult};
 use paymos_core::statements::TransitionRequest;
-use paymos_core::{license_code, plan, CauseKind, EffectKind, ResourceKind, State};
+use paymos_core::{license_code, plan, CauseKind, EffectKind, ResourceKind, State, TransitionPlan};
 use worker::D1Database;
 
 /// A requested change of one resource's state.
@@ -32,7 +32,32 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-pub async fn apply(db: &D1Database, change: &Change<'_>) -> AppResult<TransitionResult> {
+/// A change's plan with this attempt's token and license code, ready to become statements.
+pub struct Prepared {
+    plan: TransitionPlan,
+    token: String,
+    license: Option<String>,
+}
+
+impl Prepared {
+    pub fn request<'a>(&'a self, change: &Change<'a>) -> TransitionRequest<'a> {
+        TransitionRequest {
+            plan: &self.plan,
+            resource_id: change.resource_id,
+            order_ref: change.order_ref,
+            amount: change.amount,
+            currency: change.currency,
+            cause_kind: change.cause_kind,
+            cause: change.cause,
+            token: &self.token,
+            license_code: self.license.as_deref(),
+            delivery: change.delivery,
+        }
+    }
+}
+
+/// Plans a change: the core's plan, a random token, a license code when it may fulfil.
+pub fn prepare(change: &Change<'_>) -> AppResult<Prepared> {
     let plan = plan(change.kind, change.to).ok_or_else(|| {
         AppError::BadRequest(
             "invalid_state",
@@ -49,17 +74,14 @@ pub async fn apply(db: &D1Database, change: &Change<'_>) -> AppResult<Transition
         Some(EffectKind::Fulfilment) => Some(license_code(random_bytes::<16>()?)),
         _ => None,
     };
-    let request = TransitionRequest {
-        plan: &plan,
-        resource_id: change.resource_id,
-        order_ref: change.order_ref,
-        amount: change.amount,
-        currency: change.currency,
-        cause_kind: change.cause_kind,
-        cause: change.cause,
-        token: &token,
-        license_code: license.as_deref(),
-        delivery: change.delivery,
-    };
-    Ok(sql::apply_transition(db, &request).await?)
+    Ok(Prepared {
+        plan,
+        token,
+        license,
+    })
+}
+
+pub async fn apply(db: &D1Database, change: &Change<'_>) -> AppResult<TransitionResult> {
+    let prepared = prepare(change)?;
+    Ok(sql::apply_transition(db, &prepared.request(change)).await?)
 }

@@ -118,6 +118,16 @@ statement!(
 );
 
 statement!(
+    LOAD_DELIVERIES,
+    ["event_ids"],
+    // a consumer batch's deliveries in one query (a JSON array of ids)
+    "SELECT ",
+    delivery_columns!(),
+    ", body FROM webhook_delivery \
+     WHERE event_id IN (SELECT value FROM json_each(?1))"
+);
+
+statement!(
     LIST_DELIVERIES,
     [
         "event_type",
@@ -890,6 +900,7 @@ statement!(
 pub static ALL: &[&Statement] = &[
     &INSERT_DELIVERY,
     &LOAD_DELIVERY,
+    &LOAD_DELIVERIES,
     &LIST_DELIVERIES,
     &MARK_IGNORED,
     &RECORD_FAILURE,
