@@ -261,6 +261,26 @@ impl Db {
         }
     }
 
+    /// A transaction run statement by statement, for a batch whose statements the checker
+    /// inspects as they go (a consumer batch of several transitions): `begin`, `step`…,
+    /// then `commit` or `rollback`. Each `step` is one statement of the one D1 batch.
+    pub fn begin(&mut self) {
+        self.conn.execute_batch("BEGIN IMMEDIATE").expect("BEGIN");
+    }
+
+    pub fn step(&mut self, b: &Bound<'_>) -> Result<Rows, String> {
+        self.execute(b)
+            .map_err(|e| format!("{}: {e}", b.statement.name))
+    }
+
+    pub fn commit(&mut self) {
+        self.conn.execute_batch("COMMIT").expect("COMMIT");
+    }
+
+    pub fn rollback(&mut self) {
+        self.conn.execute_batch("ROLLBACK").expect("ROLLBACK");
+    }
+
     /// The checker's own reads: never faulted, never part of the protocol.
     pub fn read(&mut self, b: &Bound<'_>) -> Rows {
         self.execute(b)

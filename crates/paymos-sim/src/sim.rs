@@ -12,7 +12,7 @@ use paymos_core::{
 };
 
 use crate::clock;
-use crate::db::{Db, Exec, Fault};
+use crate::db::{Db, Fault, Rows};
 use crate::rng::Rng;
 use crate::world::{self, World};
 use crate::{Options, Report, Stats};
@@ -51,6 +51,10 @@ struct Knobs {
     ladder_divisor: i64,
     sweep_chunk: i64,
     sweep_max_chunks: u32,
+    /// At most how many messages one consumer invocation takes (`max_batch_size`): more
+    /// than one are loaded in one query and applied in one transaction, message by message
+    /// only when that fails.
+    consumer_batch: usize,
 }
 
 impl Knobs {
@@ -84,6 +88,7 @@ impl Knobs {
             ladder_divisor: *rng.pick(&[15, 60, 240]),
             sweep_chunk: rng.range(1, 4) as i64,
             sweep_max_chunks: rng.range(1, 3) as u32,
+            consumer_batch: 1,
         }
     }
 }
@@ -136,6 +141,21 @@ enum Cons {
     Fail(String),
 }
 
+/// What one message of a consumer batch asks of the batch's transaction.
+#[derive(Debug)]
+enum BStep {
+    Done,
+    Ignore(usize, &'static str),
+    Transition(usize, Parsed),
+}
+
+#[derive(Debug)]
+enum BatchPhase {
+    Load,
+    Apply(Vec<BStep>),
+    Ack,
+}
+
 #[derive(Debug)]
 enum Actor {
     Receive {
@@ -145,6 +165,10 @@ enum Actor {
     Consume {
         msg: Msg,
         phase: Cons,
+    },
+    ConsumeBatch {
+        msgs: Vec<Msg>,
+        phase: BatchPhase,
     },
     DeadLetter {
         msg: Msg,
@@ -240,6 +264,18 @@ enum Who {
     Failure,
 }
 
+/// One transition, prepared: what `transition::prepare` makes, and its batch.
+struct Prepared {
+    r: usize,
+    d: Option<usize>,
+    to: State,
+    plan: TransitionPlan,
+    batch: Vec<Bound<'static>>,
+    license: Option<String>,
+    cause_kind: CauseKind,
+    cause: String,
+}
+
 /// The state the checker reads just before a transaction (nothing runs in between).
 struct Pre {
     status: Option<State>,
@@ -257,6 +293,8 @@ pub struct Sim<'o> {
     db: Db,
     rng: Rng,
     frng: Rng,
+    /// The consumer batches' own stream (so batching does not shift the schedule's).
+    brng: Rng,
     start: i64,
     chaos: bool,
     chaos_end: i64,
@@ -305,8 +343,10 @@ impl<'o> Sim<'o> {
         let mut krng = root.fork();
         let rng = root.fork();
         let frng = root.fork();
+        let mut brng = root.fork();
         let world = world::generate(&mut wrng, start);
-        let k = Knobs::draw(&mut krng, start);
+        let mut k = Knobs::draw(&mut krng, start);
+        k.consumer_batch = brng.range(1, 3) as usize;
         let db = Db::open(opts.mutations.edits).expect("schema applies");
         let last_emit = world
             .resources
@@ -387,6 +427,7 @@ impl<'o> Sim<'o> {
             db,
             rng,
             frng,
+            brng,
             start,
             chaos: true,
             chaos_end,
@@ -652,14 +693,39 @@ impl<'o> Sim<'o> {
                 let visible: Vec<usize> = (0..self.queue.len())
                     .filter(|i| self.queue[*i].visible_at <= now)
                     .collect();
-                // any visible message, not the oldest: the queue does not promise order
-                let i = *self.rng.pick(&visible);
-                let msg = self.queue.swap_remove(i);
+                let n = match self.k.consumer_batch.min(visible.len()) {
+                    0 | 1 => 1,
+                    max => self.brng.range(1, max as u64) as usize,
+                };
                 self.consumers_busy += 1;
-                self.advance(Actor::Consume {
-                    msg,
-                    phase: Cons::Load,
-                });
+                if n == 1 {
+                    // any visible message, not the oldest: the queue does not promise order
+                    let i = *self.rng.pick(&visible);
+                    let msg = self.queue.swap_remove(i);
+                    self.advance(Actor::Consume {
+                        msg,
+                        phase: Cons::Load,
+                    });
+                } else {
+                    let mut pool = visible;
+                    let mut taken = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let j = self.brng.below(pool.len() as u64) as usize;
+                        taken.push(pool.swap_remove(j));
+                    }
+                    let mut by_index = taken.clone();
+                    by_index.sort_unstable_by(|a, b| b.cmp(a));
+                    let mut msgs: Vec<(usize, Msg)> = by_index
+                        .into_iter()
+                        .map(|i| (i, self.queue.remove(i)))
+                        .collect();
+                    // the batch in the order the queue hands it over
+                    msgs.sort_by_key(|(i, _)| taken.iter().position(|t| t == i));
+                    self.advance(Actor::ConsumeBatch {
+                        msgs: msgs.into_iter().map(|(_, m)| m).collect(),
+                        phase: BatchPhase::Load,
+                    });
+                }
             }
             Cand::DeadLetter => {
                 let now = self.now();
@@ -760,6 +826,7 @@ impl<'o> Sim<'o> {
         match actor {
             Actor::Receive { d, phase } => self.receive(d, phase),
             Actor::Consume { msg, phase } => self.consume(msg, phase),
+            Actor::ConsumeBatch { msgs, phase } => self.consume_batch(msgs, phase),
             Actor::DeadLetter { msg, marked } => self.dead_letter(msg, marked),
             Actor::Sweep { claimed, chunks } => self.sweep(claimed, chunks),
             Actor::Replay { d, generation } => self.replay(d, generation),
@@ -998,6 +1065,235 @@ impl<'o> Sim<'o> {
                 self.consumers_busy -= 1;
                 self.retry(msg, i64::from(delay) * 1000);
             }
+        }
+    }
+
+    /// A consumer invocation with several messages (`consume::process_batch`): one query
+    /// loads them all, one transaction applies all their steps; if either fails, message by
+    /// message (`batch_fallback`).
+    fn consume_batch(&mut self, msgs: Vec<Msg>, phase: BatchPhase) {
+        let names: Vec<String> = msgs.iter().map(|m| self.eid(m.d).to_string()).collect();
+        let names = names.join(", ");
+        if self.crash() {
+            self.stats.crashes += 1;
+            self.consumers_busy -= 1;
+            self.trace(format!(
+                "consumer batch [{names}] died; the messages come back"
+            ));
+            for m in msgs {
+                let delay = self.frng.below(30_000) as i64;
+                self.retry(m, delay);
+            }
+            return;
+        }
+        match phase {
+            BatchPhase::Load if self.misconfigured() => self.batch_fallback(msgs, "invalid mode"),
+            BatchPhase::Load => {
+                let ids: Vec<&str> = msgs.iter().map(|m| self.eid(m.d)).collect();
+                let b = st::LOAD_DELIVERIES.bind(vec![Arg::json_list(&ids)]);
+                let fault = self.fault_read();
+                let ex = self.db.run(&b, fault);
+                let rows = match ex.result {
+                    Ok(mut r) => r.remove(0),
+                    Err(e) => return self.batch_fallback(msgs, &e),
+                };
+                let mut steps = Vec::with_capacity(msgs.len());
+                for (i, m) in msgs.iter().enumerate() {
+                    let id = self.eid(m.d).to_string();
+                    let Some(row) = (0..rows.rows.len())
+                        .find(|r| rows.text(*r, "event_id") == Some(id.clone()))
+                    else {
+                        self.violation(format!("queue message names {id}, which is not on record"));
+                        steps.push(BStep::Done);
+                        continue;
+                    };
+                    if rows.text(row, "processed_at").is_some() {
+                        steps.push(BStep::Done);
+                        continue;
+                    }
+                    let body = rows.text(row, "body").unwrap_or_default();
+                    let Ok(env) = parse_envelope(body.as_bytes(), Some(&id)) else {
+                        self.violation(format!("{id}: stored body does not parse"));
+                        return self.batch_fallback(msgs, "stored body does not parse");
+                    };
+                    steps.push(if !env.livemode {
+                        BStep::Ignore(i, LIVEMODE_MISMATCH)
+                    } else if let Some((kind, to)) =
+                        paymos_core::machine::target_state(&env.event_type)
+                    {
+                        BStep::Transition(
+                            i,
+                            Parsed {
+                                kind,
+                                to,
+                                resource_id: env.resource_id.clone(),
+                                order_ref: env.data_str("order_ref").map(str::to_string),
+                                amount: env.data_str("amount").map(str::to_string),
+                                currency: env.data_str("currency").map(str::to_string),
+                            },
+                        )
+                    } else {
+                        BStep::Ignore(i, UNKNOWN_EVENT_TYPE)
+                    });
+                }
+                self.trace(format!("consumer batch [{names}] loaded: {steps:?}"));
+                self.actors.push(Actor::ConsumeBatch {
+                    msgs,
+                    phase: BatchPhase::Apply(steps),
+                });
+            }
+            BatchPhase::Apply(steps) => {
+                // transition::prepare for each, then one list of statements
+                let mut prepared: Vec<(Option<Prepared>, Option<(usize, &'static str)>)> =
+                    Vec::new();
+                for step in &steps {
+                    match step {
+                        BStep::Done => {}
+                        BStep::Ignore(i, reason) => prepared.push((None, Some((*i, reason)))),
+                        BStep::Transition(i, p) => {
+                            let d = msgs[*i].d;
+                            let r = self.by_resource[&p.resource_id];
+                            let id = self.eid(d).to_string();
+                            match self.prepare(
+                                r,
+                                p.kind,
+                                p.to,
+                                p.order_ref.as_deref(),
+                                p.amount.as_deref(),
+                                p.currency.as_deref(),
+                                CauseKind::Event,
+                                &id,
+                                Some(d),
+                            ) {
+                                Ok(x) => prepared.push((Some(x), None)),
+                                Err(e) => return self.batch_fallback(msgs, &e),
+                            }
+                        }
+                    }
+                }
+                let total: usize = prepared
+                    .iter()
+                    .map(|(p, _)| p.as_ref().map_or(1, |p| p.batch.len()))
+                    .sum();
+                if total == 0 {
+                    self.actors.push(Actor::ConsumeBatch {
+                        msgs,
+                        phase: BatchPhase::Ack,
+                    });
+                    return;
+                }
+                let crash_inside = self.crash();
+                let fault = if crash_inside {
+                    Fault::At(self.frng.below(total as u64) as usize)
+                } else {
+                    self.fault_batch(total)
+                };
+                if fault == Fault::Before {
+                    return self.batch_fallback(msgs, "D1_ERROR: simulated outage");
+                }
+                // the checker inspects each transition inside the transaction; what it records
+                // is kept only if the transaction commits
+                let saved = (self.rm.clone(), self.dm.clone(), self.stats.clone());
+                self.db.begin();
+                let mut index = 0;
+                let mut failed: Option<String> = None;
+                'all: for (p, ignore) in &prepared {
+                    if let Some((i, reason)) = ignore {
+                        if fault == Fault::At(index) {
+                            failed = Some("D1_ERROR: simulated failure".into());
+                            break 'all;
+                        }
+                        let d = msgs[*i].d;
+                        let b =
+                            st::MARK_IGNORED.bind(vec![Arg::text(self.eid(d)), Arg::text(reason)]);
+                        let b = own(b);
+                        if let Err(e) = self.db.step(&b) {
+                            failed = Some(e);
+                            break 'all;
+                        }
+                        index += 1;
+                        self.touched_d.push((d, Who::Ignore));
+                        continue;
+                    }
+                    let p = p.as_ref().expect("a transition");
+                    let pre = self.pre(p.r, p.d);
+                    let decision = p.plan.decide(pre.status, &pre.effects);
+                    let mut last = None;
+                    for b in &p.batch {
+                        if fault == Fault::At(index) {
+                            failed = Some("D1_ERROR: simulated failure".into());
+                            break 'all;
+                        }
+                        match self.db.step(b) {
+                            Ok(rows) => last = Some(rows),
+                            Err(e) => {
+                                failed = Some(e);
+                                break 'all;
+                            }
+                        }
+                        index += 1;
+                    }
+                    self.after_transition(p, &pre, decision, last.as_ref());
+                }
+                if let Some(e) = failed {
+                    self.db.rollback();
+                    let violations = std::mem::take(&mut self.violations);
+                    (self.rm, self.dm, self.stats) = saved;
+                    self.violations = violations;
+                    self.trace(format!("consumer batch [{names}] rolled back ({e})"));
+                    if crash_inside {
+                        self.stats.crashes += 1;
+                        self.consumers_busy -= 1;
+                        self.trace("consumer batch died inside its transaction".into());
+                        for m in msgs {
+                            let delay = self.frng.below(30_000) as i64;
+                            self.retry(m, delay);
+                        }
+                        return;
+                    }
+                    return self.batch_fallback(msgs, &e);
+                }
+                self.db.commit();
+                if fault == Fault::AfterCommit {
+                    self.trace(format!(
+                        "consumer batch [{names}] committed, the caller saw an error"
+                    ));
+                    return self.batch_fallback(msgs, "D1_ERROR: network lost after commit");
+                }
+                self.trace(format!("consumer batch [{names}] committed"));
+                self.actors.push(Actor::ConsumeBatch {
+                    msgs,
+                    phase: BatchPhase::Ack,
+                });
+            }
+            BatchPhase::Ack => {
+                self.consumers_busy -= 1;
+                self.trace(format!("consumer batch [{names}] acked"));
+                for mut m in msgs {
+                    if self.chaos && self.frng.chance(self.k.p_dup) {
+                        m.attempts += 1;
+                        m.visible_at = self.now() + self.frng.below(30_000) as i64;
+                        self.queue.push(m);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The batch failed: its messages one by one, as `consume` does after `batch_fallback`
+    /// (here as separate consumers: a superset of the interleavings of one doing them in turn).
+    fn batch_fallback(&mut self, msgs: Vec<Msg>, why: &str) {
+        let names: Vec<String> = msgs.iter().map(|m| self.eid(m.d).to_string()).collect();
+        self.trace(format!(
+            "consumer batch [{}] → message by message ({why})",
+            names.join(", ")
+        ));
+        self.consumers_busy += msgs.len() - 1;
+        for msg in msgs {
+            self.actors.push(Actor::Consume {
+                msg,
+                phase: Cons::Load,
+            });
         }
     }
 
@@ -1449,10 +1745,10 @@ impl<'o> Sim<'o> {
         }
     }
 
-    /// `transition::apply`: the plan, a random token and license code, one batch. Checks what
-    /// the batch did against what the plan decides from the state just before it.
+    /// `transition::prepare`: the plan, a random token, a license code when it may fulfil,
+    /// and the batch (`transition_batch`).
     #[allow(clippy::too_many_arguments)]
-    fn transition(
+    fn prepare(
         &mut self,
         r: usize,
         kind: ResourceKind,
@@ -1463,8 +1759,7 @@ impl<'o> Sim<'o> {
         cause_kind: CauseKind,
         cause: &str,
         d: Option<usize>,
-        crash_inside: bool,
-    ) -> Result<(), String> {
+    ) -> Result<Prepared, String> {
         let Some(plan) = self.plan_for(kind, to) else {
             return Err(format!("{to} is not a state of a {}", kind.as_str()));
         };
@@ -1493,40 +1788,73 @@ impl<'o> Sim<'o> {
         if let Some(edit) = self.opts.mutations.batch {
             batch = edit(batch, d.map(|d| self.world.deliveries[d].event_id.clone()));
         }
+        Ok(Prepared {
+            r,
+            d,
+            to,
+            plan,
+            batch,
+            license,
+            cause_kind,
+            cause: cause.to_string(),
+        })
+    }
+
+    /// `transition::apply`: one prepared transition, one batch. Checks what the batch did
+    /// against what the plan decides from the state just before it.
+    #[allow(clippy::too_many_arguments)]
+    fn transition(
+        &mut self,
+        r: usize,
+        kind: ResourceKind,
+        to: State,
+        order_ref: Option<&str>,
+        amount: Option<&str>,
+        currency: Option<&str>,
+        cause_kind: CauseKind,
+        cause: &str,
+        d: Option<usize>,
+        crash_inside: bool,
+    ) -> Result<(), String> {
+        let p = self.prepare(
+            r, kind, to, order_ref, amount, currency, cause_kind, cause, d,
+        )?;
         let pre = self.pre(r, d);
-        let decision = plan.decide(pre.status, &pre.effects);
+        let decision = p.plan.decide(pre.status, &pre.effects);
         let fault = if crash_inside {
-            Fault::At(self.frng.below(batch.len() as u64) as usize)
+            Fault::At(self.frng.below(p.batch.len() as u64) as usize)
         } else {
-            self.fault_batch(batch.len())
+            self.fault_batch(p.batch.len())
         };
-        let ex = self.db.batch(&batch, fault);
+        let ex = self.db.batch(&p.batch, fault);
         if ex.committed {
-            self.after_transition(
-                r, d, to, &pre, decision, &batch, &ex, license, cause_kind, cause,
-            );
+            let returned = ex.result.as_ref().ok().and_then(|r| r.last().cloned());
+            self.after_transition(&p, &pre, decision, returned.as_ref());
+            if ex.result.is_err() {
+                self.trace("  committed, but the caller saw an error".into());
+            }
         }
         ex.result.map(|_| ())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Checks one transition's statements, right after they ran (inside their transaction
+    /// or after its commit): the read-back, the status and the effects against the plan's
+    /// decision from `pre`; records what applied.
     fn after_transition(
         &mut self,
-        r: usize,
-        d: Option<usize>,
-        to: State,
+        p: &Prepared,
         pre: &Pre,
         decision: Decision,
-        batch: &[Bound<'static>],
-        ex: &Exec,
-        license: Option<String>,
-        cause_kind: CauseKind,
-        cause: &str,
+        returned: Option<&Rows>,
     ) {
+        let (r, d, to, cause_kind) = (p.r, p.d, p.to, p.cause_kind);
+        let cause = p.cause.as_str();
+        let license = p.license.clone();
+        let batch = &p.batch;
         let res = self.world.resources[r].clone();
         let read_back = self.db.read(batch.last().expect("a read-back"));
-        if let Ok(results) = &ex.result {
-            if results.last() != Some(&read_back) {
+        if let Some(returned) = returned {
+            if returned != &read_back {
                 self.violation(format!(
                     "{}: the batch's read-back differs from the state after it",
                     res.id
@@ -1612,16 +1940,11 @@ impl<'o> Sim<'o> {
             self.touched_d.push((d, Who::Batch { outcome, applied }));
         }
         self.trace(format!(
-            "  batch committed: {} ({what}){}",
+            "  transaction: {} ({what})",
             if applied {
                 "applied"
             } else {
                 "refused by the guard"
-            },
-            if ex.result.is_err() {
-                ", but the caller saw an error"
-            } else {
-                ""
             }
         ));
         match (cause_kind, applied) {
