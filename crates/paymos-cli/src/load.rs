@@ -3,9 +3,17 @@
 //! Requests are built and signed before the clock starts; each of `concurrency` threads
 //! keeps one keep-alive connection and sends back to back until the duration or the
 //! request count runs out. Loopback targets only.
+//!
+//! `e2e` follows each invoice to its fulfilment: by polling the receiver's admin API (the
+//! fulfilment recorded), or, with `--orders-url`, by polling a `paymos orders` order system's
+//! `GET /received?after=N` every 10 ms from one watcher thread (the fulfilment delivered, 2xx).
+//! Closed loop by default (a connection sends its next invoice once the last one's effect is
+//! there: the latency at that many in flight); `--open-loop` sends them all as fast as the
+//! connections go and then waits for the effects (the rate effects are delivered at).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -51,6 +59,13 @@ pub struct LoadOptions {
     pub secret: Secret,
     pub admin: Option<Admin>,
     pub effect_timeout: Duration,
+    /// e2e: watch this `paymos orders` instead of the admin API.
+    pub orders_url: Option<String>,
+    /// e2e: do not wait for an invoice's effect before sending the next.
+    pub open_loop: bool,
+    /// At most this many requests per second in all (request i is sent no earlier than
+    /// i / rate seconds after the start); as fast as the connections go when `None`.
+    pub rate: Option<f64>,
     pub json: bool,
 }
 
@@ -102,6 +117,7 @@ struct ThreadStats {
     duplicate_false: usize,
     duplicate_true: usize,
     effects_timed_out: usize,
+    last_effect: Option<Instant>,
     first_error: Option<String>,
     statuses: std::collections::BTreeMap<u16, usize>,
 }
@@ -111,6 +127,9 @@ pub struct LoadReport {
     pub mode: &'static str,
     pub url: String,
     pub concurrency: usize,
+    /// `--rate`: the pace asked for, requests per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<f64>,
     pub duration_s: f64,
     pub requests: usize,
     pub errors: usize,
@@ -126,6 +145,14 @@ pub struct LoadReport {
     pub effects_seen: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub effects_timed_out: Option<usize>,
+    /// e2e: where the effect was watched: `admin` (recorded) or `order_system` (delivered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effects_watched_at: Option<&'static str>,
+    /// e2e: effects seen ÷ seconds from the first POST to the last effect seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effects_per_second: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_loop: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
 }
@@ -162,15 +189,114 @@ fn has_fulfilment(admin: &Admin, resource_id: &str) -> bool {
     }
 }
 
+/// Fulfilments seen at the order system: resource id → when first seen.
+#[derive(Default)]
+struct Seen {
+    at: HashMap<String, Instant>,
+    error: Option<String>,
+}
+
+/// Polls `GET {orders}/received?after=N` every 10 ms until `stop`; records each fulfilment's
+/// resource id when it first appears and wakes the waiting connections.
+fn watch_orders(
+    orders: String,
+    seen: Arc<(Mutex<Seen>, Condvar)>,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let agent = http::agent(Duration::from_secs(5));
+        let mut cursor = 0usize;
+        let mut failures = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let url = format!("{orders}/received?after={cursor}");
+            match agent
+                .get(&url)
+                .call()
+                .map_err(|e| e.to_string())
+                .and_then(|r| {
+                    r.into_string()
+                        .map_err(|e| e.to_string())
+                        .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|e| e.to_string()))
+                }) {
+                Ok(v) => {
+                    failures = 0;
+                    let now = Instant::now();
+                    let shipped = v["shipped"].as_array().cloned().unwrap_or_default();
+                    cursor += shipped.len();
+                    if !shipped.is_empty() {
+                        let (lock, cv) = &*seen;
+                        let mut s = lock.lock().unwrap();
+                        for e in shipped.iter().filter(|e| e["kind"] == "fulfilment") {
+                            if let Some(r) = e["resource_id"].as_str() {
+                                s.at.entry(r.to_string()).or_insert(now);
+                            }
+                        }
+                        cv.notify_all();
+                    }
+                }
+                Err(e) => {
+                    failures += 1;
+                    if failures >= 50 {
+                        let (lock, cv) = &*seen;
+                        lock.lock().unwrap().error =
+                            Some(format!("the order system at {orders} did not answer: {e}"));
+                        cv.notify_all();
+                        return;
+                    }
+                }
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    })
+}
+
+/// Waits until the watcher has seen `resource_id` or `until` passes; when it was seen.
+fn wait_seen(seen: &(Mutex<Seen>, Condvar), resource_id: &str, until: Instant) -> Option<Instant> {
+    let (lock, cv) = seen;
+    let mut s = lock.lock().unwrap();
+    loop {
+        if let Some(at) = s.at.get(resource_id) {
+            return Some(*at);
+        }
+        let now = Instant::now();
+        if now >= until || s.error.is_some() {
+            return None;
+        }
+        s = cv.wait_timeout(s, until - now).unwrap().0;
+    }
+}
+
 pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
     if o.concurrency == 0 || o.concurrency > 1024 {
         return Err(CliError::usage("--concurrency must be 1 to 1024"));
     }
     let (duration, cap) = bounds(o.mode, o.duration, o.requests)?;
-    if o.mode == Mode::E2e {
-        let admin = o.admin.as_ref().ok_or_else(|| CliError::usage("--mode e2e needs --admin-token (it polls the admin API for each invoice's fulfilment)"))?;
+    if o.mode == Mode::E2e && o.orders_url.is_none() {
+        let admin = o.admin.as_ref().ok_or_else(|| CliError::usage("--mode e2e needs --admin-token (it polls the admin API for each invoice's fulfilment) or --orders-url (it polls the order system)"))?;
         admin.preflight()?;
     }
+    if o.mode != Mode::E2e && (o.orders_url.is_some() || o.open_loop) {
+        return Err(CliError::usage(
+            "--orders-url and --open-loop go with --mode e2e",
+        ));
+    }
+    if o.open_loop && o.orders_url.is_none() {
+        return Err(CliError::usage("--open-loop needs --orders-url (one watcher, instead of polling the admin API per invoice)"));
+    }
+    if o.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        return Err(CliError::usage(
+            "--rate must be a positive number of requests per second",
+        ));
+    }
+    let seen: Arc<(Mutex<Seen>, Condvar)> = Arc::default();
+    let watcher_stop = Arc::new(AtomicBool::new(false));
+    let watcher = o.orders_url.as_ref().map(|u| {
+        watch_orders(
+            u.trim_end_matches('/').to_string(),
+            seen.clone(),
+            watcher_stop.clone(),
+        )
+    });
     let pool = Arc::new(match o.mode {
         Mode::New | Mode::E2e => prepare(&o.secret, cap)?,
         Mode::Duplicate => prepare(&o.secret, 1)?,
@@ -218,9 +344,13 @@ pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
             let (pool, next, stop) = (pool.clone(), next.clone(), stop.clone());
             let url = o.webhook_url.clone();
             let (mode, admin, effect_timeout) = (o.mode, o.admin.clone(), o.effect_timeout);
+            let (seen, watching, open_loop) = (seen.clone(), o.orders_url.is_some(), o.open_loop);
+            let rate = o.rate;
             thread::spawn(move || {
                 let agent = http::agent(Duration::from_secs(10));
                 let mut st = ThreadStats::default();
+                // open loop: (resource, POST start) to look up once everything is sent
+                let mut posted: Vec<(usize, Instant)> = Vec::new();
                 loop {
                     if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
                         break;
@@ -228,6 +358,15 @@ pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= cap {
                         break;
+                    }
+                    if let Some(rate) = rate {
+                        let due = start + Duration::from_secs_f64(i as f64 / rate);
+                        if due >= deadline {
+                            break;
+                        }
+                        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                            thread::sleep(wait);
+                        }
                     }
                     let p = if mode == Mode::Duplicate {
                         &pool[0]
@@ -261,7 +400,24 @@ pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
                                 Some(true) => st.duplicate_true += 1,
                                 None => {}
                             }
-                            if mode == Mode::E2e {
+                            if mode == Mode::E2e && watching {
+                                if open_loop {
+                                    posted.push((i, t0));
+                                } else {
+                                    match wait_seen(
+                                        &seen,
+                                        &p.resource_id,
+                                        Instant::now() + effect_timeout,
+                                    ) {
+                                        Some(at) => {
+                                            st.effect_latencies
+                                                .push(at.duration_since(t0).as_secs_f64() * 1000.0);
+                                            st.last_effect = st.last_effect.max(Some(at));
+                                        }
+                                        None => st.effects_timed_out += 1,
+                                    }
+                                }
+                            } else if mode == Mode::E2e {
                                 let admin = admin.as_ref().expect("checked above");
                                 let until = Instant::now() + effect_timeout;
                                 loop {
@@ -288,6 +444,18 @@ pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
                         }
                     }
                 }
+                // open loop: everything is sent; now each invoice's effect, within the timeout
+                let until = Instant::now() + effect_timeout;
+                for (i, t0) in posted {
+                    match wait_seen(&seen, &pool[i].resource_id, until) {
+                        Some(at) => {
+                            st.effect_latencies
+                                .push(at.duration_since(t0).as_secs_f64() * 1000.0);
+                            st.last_effect = st.last_effect.max(Some(at));
+                        }
+                        None => st.effects_timed_out += 1,
+                    }
+                }
                 st
             })
         })
@@ -297,6 +465,13 @@ pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
         .map(|h| h.join().expect("load thread"))
         .collect();
     let elapsed = start.elapsed().as_secs_f64();
+    watcher_stop.store(true, Ordering::Relaxed);
+    if let Some(w) = watcher {
+        let _ = w.join();
+    }
+    if let Some(e) = seen.0.lock().unwrap().error.clone() {
+        return Err(CliError::Failed(e));
+    }
     let mut all = ThreadStats::default();
     for s in stats {
         all.latencies.extend(s.latencies);
@@ -307,6 +482,7 @@ pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
         all.duplicate_false += s.duplicate_false;
         all.duplicate_true += s.duplicate_true;
         all.effects_timed_out += s.effects_timed_out;
+        all.last_effect = all.last_effect.max(s.last_effect);
         if all.first_error.is_none() {
             all.first_error = s.first_error;
         }
@@ -315,10 +491,18 @@ pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
         }
     }
     let e2e = o.mode == Mode::E2e;
+    let effects_per_second = match all.last_effect {
+        Some(last) if e2e && o.orders_url.is_some() && !all.effect_latencies.is_empty() => {
+            let secs = last.duration_since(start).as_secs_f64();
+            (secs > 0.0).then(|| ((all.effect_latencies.len() as f64 / secs) * 10.0).round() / 10.0)
+        }
+        _ => None,
+    };
     let report = LoadReport {
         mode: o.mode.as_str(),
         url: o.webhook_url.clone(),
         concurrency: o.concurrency,
+        rate_limit: o.rate,
         duration_s: (elapsed * 1000.0).round() / 1000.0,
         requests: all.requests,
         errors: all.errors,
@@ -343,6 +527,13 @@ pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
             None
         },
         effects_timed_out: e2e.then_some(all.effects_timed_out),
+        effects_watched_at: e2e.then_some(if o.orders_url.is_some() {
+            "order_system"
+        } else {
+            "admin"
+        }),
+        effects_per_second,
+        open_loop: e2e.then_some(o.open_loop),
         first_error: all.first_error,
     };
     if o.json {
@@ -385,11 +576,18 @@ fn print_report(r: &LoadReport) {
     println!("POST latency ms:   {}", fmt_summary(&r.latency_ms));
     if let Some(seen) = r.effects_seen {
         println!(
-            "POST→effect ms:    {} ({} fulfilments seen, {} timed out)",
+            "POST→effect ms:    {} ({} fulfilments seen{}, {} timed out)",
             fmt_summary(&r.effect_latency_ms),
             seen,
+            match r.effects_watched_at {
+                Some("order_system") => " at the order system",
+                _ => " recorded",
+            },
             r.effects_timed_out.unwrap_or(0)
         );
+    }
+    if let Some(eps) = r.effects_per_second {
+        println!("effects delivered: {eps:.1}/s (first POST to last effect seen)");
     }
     if let Some(e) = &r.first_error {
         println!("first error: {e}");

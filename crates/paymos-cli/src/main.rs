@@ -195,7 +195,7 @@ enum ModeArg {
     New,
     /// One event over and over after one priming send (the dedupe path)
     Duplicate,
-    /// Distinct invoices, each polled until its fulfilment exists (POST→effect latency)
+    /// Distinct invoices, each followed to its fulfilment (recorded, admin API; or delivered, --orders-url): POST→effect latency
     E2e,
 }
 
@@ -230,6 +230,15 @@ struct LoadArgs {
     /// e2e: how long to wait for one invoice's fulfilment
     #[arg(long, value_name = "N", default_value_t = 30)]
     effect_timeout_seconds: u64,
+    /// e2e: watch this `paymos orders` (GET /received) for each fulfilment delivered, instead of the admin API
+    #[arg(long, value_name = "URL")]
+    orders_url: Option<String>,
+    /// e2e with --orders-url: send every invoice without waiting for its effect, then wait for the effects (effects delivered per second)
+    #[arg(long)]
+    open_loop: bool,
+    /// At most R requests per second in all (paced, open loop); default: as fast as the connections go
+    #[arg(long, value_name = "R")]
+    rate: Option<f64>,
     /// Print one JSON document instead of text
     #[arg(long)]
     json: bool,
@@ -395,6 +404,9 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 secret: secret_arg(&a.secret)?,
                 admin: a.admin_token.map(|t| Admin::new(urls::admin_base(&to), t)),
                 effect_timeout: Duration::from_secs(a.effect_timeout_seconds.max(1)),
+                orders_url: a.orders_url,
+                open_loop: a.open_loop,
+                rate: a.rate,
                 json: a.json,
             })
         }

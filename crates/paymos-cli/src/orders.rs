@@ -7,7 +7,8 @@
 //! - Failure on demand: the first N requests answer 500 (`fail_first`), a seeded share of
 //!   them answer 500 (`fail_rate`), or no request is answered at all (`hang`) until told
 //!   otherwise.
-//! - `GET /received`: what arrived, as JSON; `POST /control`: change the failure mode;
+//! - `GET /received`: what arrived, as JSON (`?after=N`: only what shipped after the first
+//!   N, for pollers); `POST /control`: change the failure mode;
 //!   `GET /healthz`.
 //!
 //! The decisions live in [`OrderSystem::handle`], apart from the socket, so that they are
@@ -227,7 +228,20 @@ impl OrderSystem {
         let path = req.url.split('?').next().unwrap_or("/");
         match (req.method, path.trim_end_matches('/')) {
             ("GET", "/healthz") => return reply(200, json!({ "status": "ok" })),
-            ("GET", "/received") => return reply(200, self.received()),
+            ("GET", "/received") => {
+                // `?after=N`: only what shipped after the first N (a poller's cursor)
+                let after = req
+                    .url
+                    .split_once('?')
+                    .and_then(|(_, q)| q.split('&').find_map(|kv| kv.strip_prefix("after=")))
+                    .and_then(|n| n.parse::<usize>().ok());
+                let mut v = self.received();
+                if let Some(n) = after {
+                    v["shipped"] = json!(self.shipped.get(n..).unwrap_or(&[]));
+                    v["after"] = json!(n);
+                }
+                return reply(200, v);
+            }
             ("POST", "/control") => {
                 return match serde_json::from_slice::<Control>(req.body) {
                     Ok(c) => match self.control(c) {
@@ -559,6 +573,30 @@ mod tests {
             },
             NOW,
         )
+    }
+
+    #[test]
+    fn received_after_a_cursor_lists_only_what_shipped_since() {
+        let mut s = system(Failures::default());
+        for id in ["eff_1", "eff_2", "eff_3"] {
+            let r = signed(id, effect_body(id, "credit", None));
+            assert_eq!(status(&post(&mut s, &r)), 200);
+        }
+        let shipped = |a: Action| match a {
+            Action::Reply { body, .. } => body["shipped"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["id"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>(),
+            Action::Hang => panic!("hang"),
+        };
+        assert_eq!(shipped(get(&mut s, "/received", "GET", "")).len(), 3);
+        assert_eq!(
+            shipped(get(&mut s, "/received?after=1", "GET", "")),
+            ["eff_2", "eff_3"]
+        );
+        assert!(shipped(get(&mut s, "/received?after=9", "GET", "")).is_empty());
     }
 
     #[test]
