@@ -1,23 +1,36 @@
 // npm run bench: our worker and two comparison workers (bench/noop-worker.js, the platform
-// floor; bench/js-receiver.js, the same hot path in JavaScript) run in the same runtime
-// (Miniflare/workerd, as `npm start`), driven one after the other by `paymos load` over
-// loopback. Prints a table with our figures as ratios to theirs and writes bench/results/latest.json.
+// floor; bench/js-receiver.js, the same work written by hand in JavaScript, from the same SQL)
+// run in the same runtime (Miniflare/workerd, as `npm start`), driven one after the other by
+// `paymos load` over loopback. Then, for ours and the JS receiver: what one delivery costs in
+// D1 and queue operations (bench/meter.mjs, from D1's own result meta), whether the consumer
+// keeps up at the maximum rate, and (ours) the way to the order system. Prints the tables and
+// writes bench/results/latest.json.
 // No assertion on time anywhere: these machines are shared and noisy, ratios from one run are what counts.
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { readFile, writeFile, mkdir, stat } from "node:fs/promises";
 import { gzipSync } from "node:zlib";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { startWorker, ROOT, ADMIN_TOKEN, SECRET_NEW } from "../tests/helpers/worker.mjs";
+import { startBenchWorker, ROOT, SECRET_NEW } from "./worker.mjs";
+import { freePort } from "../tests/helpers/worker.mjs";
 
 const run = promisify(execFile);
 const quick = process.argv.includes("--quick");
 const DURATION = quick ? 3 : 8;
 const SWEEP_DURATION = quick ? 2 : 5;
 const CONNECTIONS = [1, 4, 16, 64];
+const KEEP_UP_SECONDS = quick ? 10 : 60;
+const PACED_SECONDS = quick ? 10 : 30;
+const COST_NEW = quick ? 400 : 2000;
+const COST_DUPLICATES = quick ? 200 : 1000;
 const E2E_INVOICES = quick ? 50 : 200;
-const paymos = path.join(ROOT, "target/release/paymos");
+const E2E_OPEN_LOOP = quick ? 200 : 1000;
+const paymos = process.env.PAYMOS_BIN ?? path.join(ROOT, "target/release/paymos");
+// the Standard Webhooks secret shared with `paymos orders`: whsec_ + base64 of the key bytes
+const ORDER_SECRET = "whsec_" + Buffer.from("paymos-bench-order-system-key-32").toString("base64");
+const STATEMENTS = JSON.parse(await readFile(path.join(ROOT, "bench/statements.json"), "utf8"));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function load(url, mode, concurrency, extra = []) {
   const args = ["load", "--to", url, "--mode", mode, "--concurrency", String(concurrency), "--secret", SECRET_NEW, "--json", ...extra];
@@ -26,45 +39,202 @@ async function load(url, mode, concurrency, extra = []) {
 }
 
 const workers = {
-  rust: { label: "ours (Rust → wasm)", script: undefined },
-  js: { label: "minimal JS receiver", script: path.join(ROOT, "bench/js-receiver.js") },
-  noop: { label: "no-op worker (floor)", script: path.join(ROOT, "bench/noop-worker.js") },
+  rust: { label: "ours (Rust → wasm)", script: "build/index.js", metered: "bench/metered-ours.mjs" },
+  js: { label: "JS receiver (same work)", script: "bench/js-receiver.js", metered: "bench/metered-js.mjs" },
+  noop: { label: "no-op worker (floor)", script: "bench/noop-worker.js" },
 };
 
-const results = { started_at: new Date().toISOString(), machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version }, quick, scenarios: {} };
+const results = {
+  started_at: new Date().toISOString(),
+  machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version, load_average_at_start: os.loadavg() },
+  quick,
+  scenarios: {},
+};
 
-async function measure(name, fn) {
-  const row = {};
-  for (const [key, def] of Object.entries(workers)) {
-    const w = await startWorker({ scriptPath: def.script, collectLogs: false });
-    try {
-      row[key] = await fn(w, key);
-    } finally {
-      await w.close();
-    }
+async function withWorker(script, vars, fn) {
+  const w = await startBenchWorker({ script, vars: { STATEMENTS, ...vars } });
+  try {
+    return await fn(w);
+  } finally {
+    await w.close();
   }
+}
+
+async function measure(name, fn, keys = Object.keys(workers)) {
+  const row = {};
+  for (const key of keys) row[key] = await withWorker(workers[key].script, {}, (w) => fn(w, key));
   results.scenarios[name] = row;
   return row;
 }
 
+const count = async (db, sqlText) => (await db.prepare(sqlText).first()).n;
+const UNPROCESSED = "SELECT count(*) AS n FROM webhook_delivery WHERE processed_at IS NULL";
+
+/** Waits until no delivery is left unprocessed (or `ms` pass); how long that took. */
+async function drain(db, ms) {
+  const t0 = Date.now();
+  while (Date.now() - t0 < ms) {
+    if ((await count(db, UNPROCESSED)) === 0) return Date.now() - t0;
+    await sleep(100);
+  }
+  return null;
+}
+
+/** POST → fulfilment, from D1's own clock: the delivery row's insert to its effect row's. */
+async function fulfilmentLatency(db) {
+  const { results: rows } = await db
+    .prepare(
+      "SELECT (julianday(e.created_at) - julianday(d.received_at)) * 86400000.0 AS ms FROM effect e JOIN webhook_delivery d ON d.event_id = e.cause WHERE e.kind = 'fulfilment' ORDER BY ms",
+    )
+    .all();
+  const q = (p) => (rows.length ? rows[Math.min(rows.length - 1, Math.floor(p * rows.length))].ms : null);
+  return { count: rows.length, p50: q(0.5), p90: q(0.9), p99: q(0.99), max: rows.length ? rows[rows.length - 1].ms : null };
+}
+
+const k2 = (n) => (n === undefined || n === null ? "-" : String(n));
 const fmt = (n, d = 1) => (n === undefined || n === null ? "-" : Number(n).toFixed(d));
 const ratio = (a, b) => (a && b ? (a / b).toFixed(2) + "×" : "-");
 
-console.error(`[bench] ${quick ? "quick" : "full"} run; each scenario measures the three workers one after the other`);
+console.error(`[bench] ${quick ? "quick" : "full"} run; each scenario measures the workers one after the other`);
+
+// ---------------------------------------------------------------- throughput and latency
 await measure("new_deliveries", (w) => load(w.url, "new", 16, ["--duration-seconds", String(DURATION)]));
 await measure("duplicates", (w) => load(w.url, "duplicate", 16, ["--duration-seconds", String(DURATION)]));
 for (const c of CONNECTIONS) {
   await measure(`new_deliveries_c${c}`, (w) => load(w.url, "new", c, ["--duration-seconds", String(SWEEP_DURATION)]));
 }
-// end to end needs the business logic: ours only
+
+// ---------------------------------------------------------------- cost per delivery
+// The metered entries (bench/meter.mjs) wrap the same worker's D1 and queue bindings: every D1
+// call, statement, rows read/written and SQL time as D1 reports them, every message sent.
+results.cost = {};
+for (const key of ["rust", "js"]) {
+  console.error(`[bench] cost per delivery: ${workers[key].label}`);
+  results.cost[key] = await withWorker(workers[key].metered, { BENCH_METER: "1" }, async (w) => {
+    await load(w.url, "new", 16, ["--requests", String(COST_NEW)]);
+    await load(w.url, "duplicate", 16, ["--requests", String(COST_DUPLICATES)]);
+    const drained = await drain(w.db, 120_000);
+    // the effects queue's consumer runs after the deliveries': wait until the meter is still
+    let last = "";
+    for (let i = 0; i < 60; i++) {
+      await sleep(1000);
+      const now = await (await fetch(`${w.url}/__bench/meter`)).text();
+      if (now === last) break;
+      last = now;
+    }
+    const totals = JSON.parse(last);
+    return { drained_ms: drained, totals, summary: costSummary(totals) };
+  });
+}
+
+/** Per new delivery (receive + every consumer, amortised) and per duplicate. */
+function costSummary(t) {
+  const zero = { invocations: 0, messages: 0, d1_calls: 0, d1_batches: 0, statements: 0, rows_read: 0, rows_written: 0, sql_ms: 0, sent: {} };
+  const rn = t.receive_new ?? zero;
+  const rd = t.receive_duplicate ?? zero;
+  const consumers = Object.entries(t).filter(([k]) => k.startsWith("queue:")).map(([, v]) => v);
+  const others = Object.entries(t).filter(([k]) => !k.startsWith("queue:") && k !== "receive_new" && k !== "receive_duplicate");
+  const sum = (k, list) => list.reduce((a, v) => a + (v[k] ?? 0), 0);
+  const sent = (list) => list.reduce((a, v) => a + Object.values(v.sent ?? {}).reduce((b, s) => b + s.messages, 0), 0);
+  const n = rn.invocations || 1;
+  const all = [rn, ...consumers];
+  const per = (k) => sum(k, all) / n;
+  return {
+    new_deliveries: rn.invocations,
+    duplicates: rd.invocations,
+    per_new: {
+      d1_calls: per("d1_calls"),
+      statements: per("statements"),
+      rows_read: per("rows_read"),
+      rows_written: per("rows_written"),
+      sql_ms: per("sql_ms"),
+      messages_sent: sent(all) / n,
+      messages_consumed: sum("messages", consumers) / n,
+      consumer_invocations: sum("invocations", consumers) / n,
+      receive_only: { d1_calls: rn.d1_calls / n, rows_read: rn.rows_read / n, rows_written: rn.rows_written / n },
+    },
+    per_duplicate: rd.invocations
+      ? { d1_calls: rd.d1_calls / rd.invocations, statements: rd.statements / rd.invocations, rows_read: rd.rows_read / rd.invocations, rows_written: rd.rows_written / rd.invocations, sql_ms: rd.sql_ms / rd.invocations, messages_sent: sent([rd]) / rd.invocations }
+      : null,
+    other_invocations: Object.fromEntries(others.map(([k, v]) => [k, { invocations: v.invocations, d1_calls: v.d1_calls }])),
+  };
+}
+
+// ---------------------------------------------------------------- keeping up
+// New deliveries for a while, the backlog (deliveries not yet processed) sampled every second
+// through the worker's own D1 binding (GET /__bench/backlog, bench/meter.mjs, metering off);
+// then how long what is left takes to drain, and POST → fulfilment from D1's own timestamps.
+// First at the maximum rate (16 connections, where throughput saturates) for KEEP_UP_SECONDS,
+// then paced at half the rate that run reached, for PACED_SECONDS.
+async function keepUp(key, seconds, rate) {
+  return withWorker(workers[key].metered, {}, async (w) => {
+    const extra = ["--duration-seconds", String(seconds), ...(rate ? ["--rate", String(rate)] : [])];
+    let done = false;
+    const running = load(w.url, "new", 16, extra).finally(() => (done = true));
+    const samples = [];
+    const t0 = Date.now();
+    while (!done) {
+      await sleep(1000);
+      try {
+        const b = await (await fetch(`${w.url}/__bench/backlog`)).json();
+        samples.push({ s: (Date.now() - t0) / 1000, ...b });
+      } catch {
+        /* a probe lost to the load: the next one counts */
+      }
+    }
+    const r = await running;
+    const backlog = await count(w.db, UNPROCESSED);
+    const drainedMs = await drain(w.db, 300_000);
+    const during = samples.map((x) => x.unprocessed).sort((a, b) => a - b);
+    return {
+      load: r,
+      rate,
+      backlog_at_end: backlog,
+      backlog_during: { samples: during.length, p50: during[Math.floor(during.length / 2)] ?? null, max: during[during.length - 1] ?? null },
+      drain_ms: drainedMs,
+      drain_rate: drainedMs ? Math.round((backlog / drainedMs) * 1000) : null,
+      fulfilment_ms: await fulfilmentLatency(w.db),
+      samples,
+    };
+  });
+}
+results.keep_up = {};
+for (const key of ["rust", "js"]) {
+  console.error(`[bench] keeping up, maximum rate for ${KEEP_UP_SECONDS} s: ${workers[key].label}`);
+  const max = await keepUp(key, KEEP_UP_SECONDS);
+  const pace = Math.round(max.load.throughput_rps / 2);
+  console.error(`[bench] keeping up, ${pace} req/s for ${PACED_SECONDS} s: ${workers[key].label}`);
+  results.keep_up[key] = { max, paced: await keepUp(key, PACED_SECONDS, pace) };
+}
+
+// ---------------------------------------------------------------- to the order system (ours)
 {
-  const w = await startWorker({ collectLogs: false });
+  console.error("[bench] end to end: POST → the order system's 2xx (paymos orders)");
+  const port = await freePort();
+  const orders = spawn(paymos, ["orders", "--port", String(port), "--secret", ORDER_SECRET, "--quiet"], { stdio: ["ignore", "ignore", "inherit"] });
   try {
-    results.scenarios.e2e = { rust: await load(w.url, "e2e", 16, ["--requests", String(E2E_INVOICES), "--admin-token", ADMIN_TOKEN]) };
+    const ordersUrl = `http://127.0.0.1:${port}`;
+    for (let i = 0; i < 100; i++) {
+      try {
+        if ((await fetch(`${ordersUrl}/healthz`)).ok) break;
+      } catch {
+        await sleep(100);
+      }
+    }
+    const vars = { ORDER_SYSTEM_URL: `${ordersUrl}/orders`, ORDER_SYSTEM_SECRET: ORDER_SECRET };
+    results.e2e = {};
+    results.e2e.closed_loop = await withWorker(workers.rust.script, vars, (w) =>
+      load(w.url, "e2e", 16, ["--requests", String(E2E_INVOICES), "--orders-url", ordersUrl]),
+    );
+    results.e2e.open_loop = await withWorker(workers.rust.script, vars, (w) =>
+      load(w.url, "e2e", 16, ["--requests", String(E2E_OPEN_LOOP), "--orders-url", ordersUrl, "--open-loop", "--effect-timeout-seconds", "120"]),
+    );
   } finally {
-    await w.close();
+    orders.kill();
   }
 }
+
+// ---------------------------------------------------------------- sizes
 const wasm = await readFile(path.join(ROOT, "build/index_bg.wasm"));
 const js = await readFile(path.join(ROOT, "bench/js-receiver.js"));
 results.size = {
@@ -73,27 +243,59 @@ results.size = {
   glue_js_bytes: (await stat(path.join(ROOT, "build/index.js"))).size,
   js_receiver_bytes: js.length,
   js_receiver_gzip_bytes: gzipSync(js, { level: 9 }).length,
+  statements_json_bytes: (await stat(path.join(ROOT, "bench/statements.json"))).size,
 };
+// the whole deploy bundle, as wrangler deploy --dry-run counts it (measured by scripts/bench.sh)
+results.size.deploy = process.env.PAYMOS_BENCH_DEPLOY_SIZE || null;
 results.finished_at = new Date().toISOString();
+results.machine.load_average_at_end = os.loadavg();
 
 // ---------------------------------------------------------------- report
 const lines = [];
 const say = (s = "") => lines.push(s);
 say(`Benchmark ${results.finished_at} (${results.machine.cpus} cores, ${results.machine.model}); loopback; each figure from one run of \`npm run bench${quick ? " -- --quick" : ""}\``);
 say();
-say("| scenario | worker | req/s | p50 ms | p99 ms | non-2xx | ours ÷ JS (req/s) | ours ÷ floor (req/s) | p50 ours ÷ JS |");
-say("|---|---|---|---|---|---|---|---|---|");
+say("| scenario | worker | req/s | p50 ms | p99 ms | non-2xx | ours ÷ JS (req/s) | ours ÷ floor (req/s) | p50 ours ÷ JS | p99 ours ÷ JS |");
+say("|---|---|---|---|---|---|---|---|---|---|");
 for (const [name, row] of Object.entries(results.scenarios)) {
   for (const [key, r] of Object.entries(row)) {
     const ours = row.rust;
-    const rel = key === "rust" && row.js ? [ratio(ours.throughput_rps, row.js.throughput_rps), ratio(ours.throughput_rps, row.noop.throughput_rps), ratio(ours.latency_ms?.p50, row.js.latency_ms?.p50)] : ["", "", ""];
+    const rel =
+      key === "rust" && row.js
+        ? [ratio(ours.throughput_rps, row.js.throughput_rps), ratio(ours.throughput_rps, row.noop.throughput_rps), ratio(ours.latency_ms?.p50, row.js.latency_ms?.p50), ratio(ours.latency_ms?.p99, row.js.latency_ms?.p99)]
+        : ["", "", "", ""];
     say(`| ${name} | ${workers[key].label} | ${fmt(r.throughput_rps)} | ${fmt(r.latency_ms?.p50, 2)} | ${fmt(r.latency_ms?.p99, 2)} | ${r.non_2xx + r.errors} | ${rel.join(" | ")} |`);
   }
 }
-const e2e = results.scenarios.e2e.rust;
 say();
-say(`End to end (POST → fulfilment recorded), ${E2E_INVOICES} invoices at 16 connections: effect latency p50 ${fmt(e2e.effect_latency_ms?.p50)} ms, p99 ${fmt(e2e.effect_latency_ms?.p99)} ms; effects seen ${e2e.effects_seen}, timed out ${e2e.effects_timed_out}`);
-say(`Size: wasm ${results.size.wasm_bytes} bytes raw, ${results.size.wasm_gzip_bytes} gzipped (+ ${results.size.glue_js_bytes} bytes of JS glue); the JS receiver ${results.size.js_receiver_bytes} bytes (${results.size.js_receiver_gzip_bytes} gzipped)`);
+say(`Cost per delivery, from D1's own result meta (bench/meter.mjs; ${COST_NEW} new deliveries then ${COST_DUPLICATES} duplicates at 16 connections, every consumer drained; a D1 call is one round trip, a batch counting once):`);
+say();
+say("| worker | per | D1 calls | statements | rows read | rows written | SQL ms | queue messages sent | deliveries/s per D1 database (1,000 calls/s ÷ calls) |");
+say("|---|---|---|---|---|---|---|---|---|");
+for (const key of ["rust", "js"]) {
+  const s = results.cost[key].summary;
+  const pn = s.per_new;
+  say(`| ${workers[key].label} | new delivery (receive + consume + dispatch, amortised) | ${fmt(pn.d1_calls, 3)} | ${fmt(pn.statements, 2)} | ${fmt(pn.rows_read, 1)} | ${fmt(pn.rows_written, 1)} | ${fmt(pn.sql_ms, 3)} | ${fmt(pn.messages_sent, 2)} | ${fmt(1000 / pn.d1_calls, 0)} |`);
+  const pd = s.per_duplicate;
+  if (pd) say(`| ${workers[key].label} | duplicate | ${fmt(pd.d1_calls, 3)} | ${fmt(pd.statements, 2)} | ${fmt(pd.rows_read, 1)} | ${fmt(pd.rows_written, 1)} | ${fmt(pd.sql_ms, 3)} | ${fmt(pd.messages_sent, 2)} | ${fmt(1000 / pd.d1_calls, 0)} |`);
+}
+say();
+say(`Keeping up: new deliveries at 16 connections, as fast as they go for ${KEEP_UP_SECONDS} s, then paced at half that rate for ${PACED_SECONDS} s; the backlog (deliveries not yet processed) sampled every second and when the load stops, the time to drain what is left, and POST → fulfilment recorded (D1's timestamps: the delivery row's insert to its effect row's):`);
+say();
+say("| worker | load | req/s | deliveries | backlog p50 / max during | backlog at the end | drained in (rate) | fulfilment p50 ms | p99 ms |");
+say("|---|---|---|---|---|---|---|---|---|");
+for (const key of ["rust", "js"]) {
+  for (const [label, k] of [[`max, ${KEEP_UP_SECONDS} s`, results.keep_up[key].max], [`${k2(results.keep_up[key].paced.rate)} req/s, ${PACED_SECONDS} s`, results.keep_up[key].paced]]) {
+    const drained = k.drain_ms === null ? "> 300 s" : `${fmt(k.drain_ms / 1000, 1)} s${k.drain_rate && k.backlog_at_end >= 500 ? ` (${k.drain_rate}/s)` : ""}`;
+    say(`| ${workers[key].label} | ${label} | ${fmt(k.load.throughput_rps)} | ${k.load.duplicate_false} | ${k.backlog_during.p50 ?? "-"} / ${k.backlog_during.max ?? "-"} | ${k.backlog_at_end} | ${drained} | ${fmt(k.fulfilment_ms.p50)} | ${fmt(k.fulfilment_ms.p99)} |`);
+  }
+}
+const c = results.e2e.closed_loop;
+const o = results.e2e.open_loop;
+say();
+say(`To the order system (ours, \`paymos orders\` as ORDER_SYSTEM_URL, polled every 10 ms): POST → the order system's 2xx for ${E2E_INVOICES} invoices at 16 connections, each waiting for its effect: p50 ${fmt(c.effect_latency_ms?.p50)} ms, p99 ${fmt(c.effect_latency_ms?.p99)} ms (${c.effects_seen} delivered, ${c.effects_timed_out} timed out); ${E2E_OPEN_LOOP} invoices sent as fast as 16 connections go: ${fmt(o.effects_per_second)} effects delivered per second (${o.effects_seen} delivered, ${o.effects_timed_out} timed out; POST → 2xx p50 ${fmt(o.effect_latency_ms?.p50)} ms, p99 ${fmt(o.effect_latency_ms?.p99)} ms)`);
+say(`Size: wasm ${results.size.wasm_bytes} bytes raw, ${results.size.wasm_gzip_bytes} gzipped (+ ${results.size.glue_js_bytes} bytes of JS glue); deploy bundle (wrangler deploy --dry-run) ${results.size.deploy ?? "not measured"}; the JS receiver ${results.size.js_receiver_bytes} bytes (${results.size.js_receiver_gzip_bytes} gzipped) + its statements.json ${results.size.statements_json_bytes} bytes`);
+say(`Load average (1, 5, 15 min) at start ${results.machine.load_average_at_start.map((x) => x.toFixed(2)).join(", ")}, at end ${results.machine.load_average_at_end.map((x) => x.toFixed(2)).join(", ")}`);
 const report = lines.join("\n");
 console.log(report);
 await mkdir(path.join(ROOT, "bench/results"), { recursive: true });
