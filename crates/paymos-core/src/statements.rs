@@ -252,15 +252,25 @@ statement!(
         "amount",
         "currency",
         "token",
-        "allowed_from"
+        "allowed_from",
+        "delivery"
     ],
-    // For plans whose guard accepts a first-seen resource. `SELECT … WHERE 1` instead of
-    // `VALUES`: SQLite's upsert needs a WHERE to parse `ON CONFLICT` after a SELECT. The
-    // guard is the DO UPDATE's WHERE, so no writer can slip between check and write; a
-    // refused update writes nothing and leaves the old token, which the later statements
-    // test for.
+    // For plans whose guard accepts a first-seen resource. `INSERT … SELECT … WHERE` instead
+    // of `VALUES`: SQLite's upsert needs a WHERE to parse `ON CONFLICT` after a SELECT, and
+    // that WHERE is the delivery gate below (no row selected: nothing inserted, nothing
+    // updated). The guard is the DO UPDATE's WHERE, so no writer can slip between check and
+    // write; a refused update writes nothing and leaves the old token, which the later
+    // statements test for.
+    //
+    // The delivery gate (?9, NULL for operators and reconciliation): the write happens only
+    // while the delivery is unprocessed (or dead: a copy that loaded it before the dead-letter
+    // verdict still applies, and its outcome overrides `dead`). Without it, a duplicate queue
+    // message that loaded the delivery before another copy committed re-applies it where the
+    // table has a cycle (confirming -> partially_paid -> confirming): found by paymos-sim.
     "INSERT INTO resource (id, kind, status, order_ref, amount, currency, transition_token) \
-     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE 1 \
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
+     WHERE (?9 IS NULL OR EXISTS (SELECT 1 FROM webhook_delivery \
+       WHERE event_id = ?9 AND (processed_at IS NULL OR outcome = 'dead'))) \
      ON CONFLICT (id) DO UPDATE SET previous_status = resource.status, status = excluded.status, \
        order_ref = coalesce(resource.order_ref, excluded.order_ref), \
        amount = coalesce(excluded.amount, resource.amount), \
@@ -281,15 +291,19 @@ statement!(
         "amount",
         "currency",
         "token",
-        "allowed_from"
+        "allowed_from",
+        "delivery"
     ],
     // For plans that need an existing row. A first known order_ref is never overwritten.
+    // The delivery gate (?9) as in GUARDED_UPSERT.
     "UPDATE resource SET previous_status = status, status = ?3, \
        order_ref = coalesce(order_ref, ?4), amount = coalesce(?5, amount), \
        currency = coalesce(?6, currency), transition_token = ?7, updated_at = ",
     now!(),
     " \
-     WHERE id = ?1 AND kind = ?2 AND status IN (SELECT value FROM json_each(?8))"
+     WHERE id = ?1 AND kind = ?2 AND status IN (SELECT value FROM json_each(?8)) \
+       AND (?9 IS NULL OR EXISTS (SELECT 1 FROM webhook_delivery \
+         WHERE event_id = ?9 AND (processed_at IS NULL OR outcome = 'dead')))"
 );
 
 statement!(
@@ -424,6 +438,7 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
         Arg::opt(r.currency),
         Arg::text(r.token),
         Arg::json_list(&allowed),
+        Arg::opt(r.delivery),
     ]));
     batch.push(INSERT_HISTORY.bind(vec![
         Arg::text(r.resource_id),
