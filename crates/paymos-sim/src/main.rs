@@ -1,6 +1,14 @@
 //! `paymos-sim --seeds N [--from S] [--threads T]` / `paymos-sim --seed S --trace`
 
+use std::io::Write;
 use std::process::ExitCode;
+
+/// `println!` that does not panic when the reader went away (`… | head`).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
 
 use paymos_sim::{default_threads, run_many, run_seed, Options};
 
@@ -44,7 +52,7 @@ fn main() -> ExitCode {
             "--trace" => trace = true,
             "--keep-going" => keep_going = true,
             "-h" | "--help" => {
-                println!("{USAGE}");
+                out!("{USAGE}");
                 return ExitCode::SUCCESS;
             }
             other => {
@@ -62,11 +70,11 @@ fn main() -> ExitCode {
         let report = run_seed(seed, &opts);
         if trace {
             for line in &report.trace {
-                println!("{line}");
+                out!("{line}");
             }
         }
         let s = &report.stats;
-        println!(
+        out!(
             "seed {seed}: {} steps, {} deliveries, {} simulated s, hash {:016x}, {:.1} ms",
             s.steps,
             s.deliveries,
@@ -75,7 +83,7 @@ fn main() -> ExitCode {
             started.elapsed().as_secs_f64() * 1000.0
         );
         if report.ok() {
-            println!("ok");
+            out!("ok");
             return ExitCode::SUCCESS;
         }
         eprint!("{}", report.failure_text());
@@ -84,7 +92,7 @@ fn main() -> ExitCode {
     let summary = run_many(from, seeds, threads, &opts, !keep_going);
     let s = &summary.stats;
     let secs = summary.elapsed.as_secs_f64();
-    println!(
+    out!(
         "{} seeds ({}..{}) on {threads} thread(s) in {secs:.1} s ({:.0} seeds/s): {} steps, \
          {} deliveries, {} requests, {} messages, {} applied, {} stale, {} dead-lettered, \
          {} marked dead, {} dead letters after a replay, {} replays, {} manual, {} reconciled, \
@@ -110,7 +118,7 @@ fn main() -> ExitCode {
         s.refund_overtaken
     );
     if summary.failures.is_empty() {
-        println!("ok: no invariant violated");
+        out!("ok: no invariant violated");
         return ExitCode::SUCCESS;
     }
     for f in &summary.failures {

@@ -6,7 +6,7 @@ pub struct Rng(u64);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        let mut r = Rng(seed ^ 0x5EED_0F_9A7_3051);
+        let mut r = Rng(seed ^ 0x0005_EED0_F9A7_3051);
         r.next_u64();
         r
     }

@@ -141,6 +141,10 @@ enum Cons {
     Fail(String),
 }
 
+/// One entry of a consumer batch's transaction: a prepared transition, or a message to mark
+/// ignored (its index in the batch, the reason).
+type BatchItem = (Option<Prepared>, Option<(usize, &'static str)>);
+
 /// What one message of a consumer batch asks of the batch's transaction.
 #[derive(Debug)]
 enum BStep {
@@ -1144,8 +1148,7 @@ impl<'o> Sim<'o> {
             }
             BatchPhase::Apply(steps) => {
                 // transition::prepare for each, then one list of statements
-                let mut prepared: Vec<(Option<Prepared>, Option<(usize, &'static str)>)> =
-                    Vec::new();
+                let mut prepared: Vec<BatchItem> = Vec::new();
                 for step in &steps {
                     match step {
                         BStep::Done => {}
@@ -2495,7 +2498,7 @@ impl<'o> Sim<'o> {
                         .iter()
                         .filter(|e| e.subscribed)
                         .filter_map(|e| e.to)
-                        .last();
+                        .next_back();
                     if status != last {
                         self.violation(format!(
                             "{}: the provider's last state is {last:?}, {status:?} here",

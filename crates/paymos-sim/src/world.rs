@@ -40,12 +40,12 @@ impl Resource {
             .iter()
             .filter(|e| e.emit_at <= now)
             .filter_map(|e| e.to)
-            .last()
+            .next_back()
     }
 
     /// The provider's final state.
     pub fn provider_final(&self) -> Option<State> {
-        self.events.iter().filter_map(|e| e.to).last()
+        self.events.iter().filter_map(|e| e.to).next_back()
     }
 }
 
