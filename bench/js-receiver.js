@@ -339,7 +339,10 @@ async function processDelivery(env, eventId) {
 }
 
 async function sendReleased(env, released) {
-  if (released.length) {
+  // as ours: with no order system to push to (pull mode) nothing is sent; the effects wait
+  // in the feed and the sweeper hands them over once one is configured
+  const orderSystem = String(env.ORDER_SYSTEM_URL ?? "").trim();
+  if (released.length && orderSystem) {
     // sent after the commit; a failed send is left to the sweeper (the effects are pending)
     for (let i = 0; i < released.length; i += 100) {
       try {

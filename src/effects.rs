@@ -22,7 +22,11 @@ use worker::{
 /// Sends what a committed transaction released; a failed send is logged and left to the
 /// sweeper (the effects are durable and pending).
 pub async fn send_released(env: &Env, released: &[String]) {
-    if released.is_empty() {
+    // With no order system to push to (pull mode, or a URL that cannot be used) there is
+    // nothing to send: the effects wait, pending, in the feed; once an order system is
+    // configured the sweeper hands them over. This saves a queue message and a D1 read per
+    // effect.
+    if released.is_empty() || !matches!(config::order_system(env), Ok(Some(_))) {
         return;
     }
     let (sent, err) = queue::enqueue_effects(env, released).await;
