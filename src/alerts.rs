@@ -47,7 +47,7 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
             Action::Nothing => None,
             Action::Open => {
                 let o = o.expect("open only for an observation");
-                let id = format!("alt_{}", hex(&transition::random_bytes::<12>()?));
+                let id = format!("alt_{}", transition::hex(&transition::random_bytes::<12>()?));
                 sql::open_alert(
                     &db,
                     &id,
@@ -77,10 +77,6 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
         }
     }
     Ok(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The webhook body: the contract's fields, and `text` for Slack-compatible receivers.

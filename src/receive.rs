@@ -127,10 +127,7 @@ async fn handle(mut req: Request, env: &Env, header_id: Option<&str>) -> AppResu
 /// A configured secret's public name: the first 8 hex of its SHA-256.
 pub fn secret_id(secret: &str) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(secret.as_bytes())[..4]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::transition::hex(&Sha256::digest(secret.as_bytes())[..4])
 }
 
 /// Reads the body, never buffering more than `max` bytes. With a Content-Length (already

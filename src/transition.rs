@@ -28,7 +28,8 @@ pub fn random_bytes<const N: usize>() -> AppResult<[u8; N]> {
     Ok(buf)
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex (tokens, alert ids, secret ids).
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
