@@ -277,20 +277,10 @@ async fn bulk_replay(mut req: Request, env: &Env) -> AppResult<Response> {
             "a bulk replay needs at least one of status, type, resource_id, received_after, received_before".into(),
         ));
     }
-    let mut after = match clean(&body.cursor) {
-        None => None,
-        Some(c) => Some(
-            c.split_once(CURSOR_SEPARATOR)
-                .filter(|(at, id)| !at.is_empty() && is_valid_event_id(id))
-                .map(|(at, id)| (at.to_string(), id.to_string()))
-                .ok_or_else(|| {
-                    AppError::BadRequest(
-                        "invalid_cursor",
-                        "the cursor is not one this API gave out".into(),
-                    )
-                })?,
-        ),
-    };
+    let mut after = clean(&body.cursor)
+        .map(parse_cursor)
+        .transpose()?
+        .map(|(at, id)| (at.to_string(), id.to_string()));
     let db = sql::database(env)?;
     let matched = sql::count_replay(&db, &filter).await?;
     if body.dry_run {
@@ -349,6 +339,18 @@ async fn bulk_replay(mut req: Request, env: &Env) -> AppResult<Response> {
         "dry_run": false,
         "next_cursor": next_cursor,
     }))?)
+}
+
+/// A delivery cursor as this API gives it out: `received_at~event_id`.
+fn parse_cursor(c: &str) -> AppResult<(&str, &str)> {
+    c.split_once(CURSOR_SEPARATOR)
+        .filter(|(at, id)| !at.is_empty() && is_valid_event_id(id))
+        .ok_or_else(|| {
+            AppError::BadRequest(
+                "invalid_cursor",
+                "the cursor is not one this API gave out".into(),
+            )
+        })
 }
 
 fn parse_limit(v: &str) -> AppResult<u32> {
@@ -448,33 +450,11 @@ async fn list_deliveries(req: &Request, env: &Env) -> AppResult<Response> {
             "resource_id" => resource_id = Some(v),
             "status" => status = Some(status_filter(&v)?),
             "cursor" => cursor = Some(v),
-            "limit" => {
-                limit = v
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| (1..=MAX_PAGE).contains(n))
-                    .ok_or_else(|| {
-                        AppError::BadRequest("invalid_limit", format!("limit is 1 to {MAX_PAGE}"))
-                    })?
-            }
+            "limit" => limit = parse_limit(&v)?,
             _ => {}
         }
     }
-    let after = match cursor.as_deref() {
-        None => None,
-        Some(c) => {
-            let (at, id) = c
-                .split_once(CURSOR_SEPARATOR)
-                .filter(|(at, id)| !at.is_empty() && is_valid_event_id(id))
-                .ok_or_else(|| {
-                    AppError::BadRequest(
-                        "invalid_cursor",
-                        "the cursor is not one this API gave out".into(),
-                    )
-                })?;
-            Some((at, id))
-        }
-    };
+    let after = cursor.as_deref().map(parse_cursor).transpose()?;
     let db = sql::database(env)?;
     let mut rows = sql::list_deliveries(
         &db,

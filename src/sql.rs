@@ -68,6 +68,14 @@ async fn batch(db: &D1Database, bs: &[Bound<'_>]) -> DbResult<Vec<D1Result>> {
     Ok(db.batch(stmts).await?)
 }
 
+/// The first row of the `i`-th statement of a batch's results, if any.
+fn first_row<T: DeserializeOwned>(results: &[D1Result], i: usize) -> DbResult<Option<T>> {
+    match results.get(i) {
+        Some(r) => Ok(r.results::<T>()?.into_iter().next()),
+        None => Ok(None),
+    }
+}
+
 /// A row the statement returns only when it wrote something (`RETURNING`): its presence is
 /// the answer, its content is not needed.
 #[derive(Deserialize)]
@@ -334,11 +342,7 @@ pub fn read_transition(
             .collect(),
         None => Vec::new(),
     };
-    let row = results
-        .get(statements.len().wrapping_sub(1))
-        .map(|r| r.results::<ReadBack>())
-        .transpose()?
-        .and_then(|rows| rows.into_iter().next())
+    let row = first_row::<ReadBack>(&results, statements.len().wrapping_sub(1))?
         .ok_or_else(|| DbError("transition read-back returned no row".into()))?;
     Ok(TransitionResult {
         released,
@@ -551,11 +555,7 @@ pub async fn start_reconciliation(
         ],
     )
     .await?;
-    results
-        .last()
-        .map(|r| r.results::<ReconciliationRun>())
-        .transpose()?
-        .and_then(|rows| rows.into_iter().next())
+    first_row(&results, results.len().wrapping_sub(1))?
         .ok_or_else(|| DbError("the new run was not returned".into()))
 }
 
@@ -713,11 +713,7 @@ pub async fn reconciliation_report(db: &D1Database, run_id: i64) -> DbResult<Rec
         ],
     )
     .await?;
-    let totals = results
-        .first()
-        .map(|r| r.results::<Totals>())
-        .transpose()?
-        .and_then(|v| v.into_iter().next())
+    let totals = first_row::<Totals>(&results, 0)?
         .ok_or_else(|| DbError("reconciliation run vanished".into()))?;
     let rows: Vec<Row> = match results.get(1) {
         Some(r) => r.results()?,
@@ -836,12 +832,7 @@ pub async fn metrics(
         ],
     )
     .await?;
-    let facts = results
-        .first()
-        .map(|r| r.results::<MetricsFacts>())
-        .transpose()?
-        .and_then(|v| v.into_iter().next())
-        .unwrap_or_default();
+    let facts = first_row::<MetricsFacts>(&results, 0)?.unwrap_or_default();
     let counters = match results.get(1) {
         Some(r) => r.results()?,
         None => Vec::new(),
