@@ -24,6 +24,41 @@ pub fn secrets(env: &Env) -> Result<SecretSet, SignatureError> {
     SecretSet::parse(&string(env, "PAYMOS_WEBHOOK_SECRETS").unwrap_or_default())
 }
 
+/// What `POST /webhooks/paymos` reads on every request, read once per isolate (the profile
+/// showed the bindings read, the secrets parsed and their ids hashed per request). Bindings
+/// cannot change under a running isolate: a new secret or var is a new deployment, which
+/// runs in new isolates (as does `wrangler dev` reloading `.dev.vars`). A configuration
+/// that does not parse is not kept: it is read again, and refused, on every request.
+pub struct ReceiveConfig {
+    pub secrets: SecretSet,
+    /// each secret's public name (`receive::secret_id`), in the order of `secrets`
+    pub secret_ids: Vec<String>,
+    pub tolerance_seconds: i64,
+    pub max_body_bytes: usize,
+}
+
+thread_local! {
+    static RECEIVE: std::cell::OnceCell<std::rc::Rc<ReceiveConfig>> = const { std::cell::OnceCell::new() };
+}
+
+pub fn receive_config(env: &Env) -> Result<std::rc::Rc<ReceiveConfig>, SignatureError> {
+    if let Some(c) = RECEIVE.with(|c| c.get().cloned()) {
+        return Ok(c);
+    }
+    let secrets = secrets(env)?;
+    let config = std::rc::Rc::new(ReceiveConfig {
+        secret_ids: secrets
+            .secrets()
+            .iter()
+            .map(|s| crate::receive::secret_id(s.expose()))
+            .collect(),
+        secrets,
+        tolerance_seconds: tolerance_seconds(env),
+        max_body_bytes: max_body_bytes(env),
+    });
+    Ok(RECEIVE.with(|c| c.get_or_init(|| config).clone()))
+}
+
 pub fn tolerance_seconds(env: &Env) -> i64 {
     number(
         env,

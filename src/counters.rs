@@ -70,6 +70,15 @@ pub fn unflushed_since(since_bucket: &str) -> BTreeMap<(&'static str, String), u
     })
 }
 
+/// Whether a flush would write now (checked before registering one with `waitUntil`).
+pub fn flush_due() -> bool {
+    let now = Date::now().as_millis();
+    STATE.with(|s| {
+        let s = s.borrow();
+        !s.pending.is_empty() && now.saturating_sub(s.last_flush_ms) >= FLUSH_EVERY_MS
+    })
+}
+
 /// The pending counts when a flush is due (taken out of the isolate), else `None`.
 fn take_if_due(force: bool) -> Option<Pending> {
     let now = Date::now().as_millis();

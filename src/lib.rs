@@ -18,41 +18,93 @@ mod transition;
 
 use error::AppError;
 use serde_json::json;
-use worker::{
-    event, Context, Env, Method, Request, Response, Result, ScheduleContext, ScheduledEvent,
-};
+use worker::{event, Env, Request, Response, Result, ScheduleContext, ScheduledEvent};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The daily cron in wrangler.toml; every other cron runs the sweeper.
 const RECONCILE_CRON: &str = "17 3 * * *";
 
-#[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
-    let resp = route(req, &env).await;
-    // the isolate's counters, written at most once a minute, after the response
-    let flush_env = env.clone();
-    ctx.wait_until(async move { counters::flush(&flush_env, false).await });
-    resp
+/// The fetch handler, exported by hand rather than with `#[event(fetch)]` (as the queue handler
+/// below): the macro converts every request into workers-rs's `Request`, reading its `cf`
+/// object, method and URL, before any route runs. The webhook path, the hot one, takes the
+/// runtime's request as it is; every other route gets the converted one. Errors are answered
+/// as the macro does.
+mod fetch_export {
+    use wasm_bindgen::prelude::wasm_bindgen;
+    use wasm_bindgen::JsValue;
+    use worker::worker_sys::web_sys;
+
+    #[wasm_bindgen(
+        wasm_bindgen = ::worker::wasm_bindgen,
+        wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
+        js_sys = ::worker::js_sys
+    )]
+    pub async fn fetch(
+        req: web_sys::Request,
+        env: ::worker::Env,
+        ctx: ::worker::worker_sys::Context,
+    ) -> Result<web_sys::Response, JsValue> {
+        let resp = crate::route(req, &env).await;
+        // the isolate's counters, written at most once a minute, after the response: the
+        // `waitUntil` only when a flush is due, not a promise per request
+        if crate::counters::flush_due() {
+            ::worker::Context::new(ctx)
+                .wait_until(async move { crate::counters::flush(&env, false).await });
+        }
+        use ::worker::IntoResponse;
+        let failed = |e: String| {
+            ::worker::console_error!("{}", e);
+            ::worker::Response::error("INTERNAL SERVER ERROR", 500)
+                .map_err(|e| JsValue::from_str(&e.to_string()))?
+                .into_raw()
+                .map_err(|e| JsValue::from_str(&e.into().to_string()))
+        };
+        match resp {
+            Ok(r) => match r.into_raw() {
+                Ok(raw) => Ok(raw),
+                Err(e) => failed(format!("Error converting response: {}", e.into())),
+            },
+            Err(e) => failed(e.to_string()),
+        }
+    }
 }
 
-async fn route(req: Request, env: &Env) -> Result<Response> {
-    let env = env.clone();
+/// The path of a serialized WHATWG URL (`Request.url`) without parsing it again: the first `/`
+/// after the host begins the path, in which `?` and `#` are always percent-encoded.
+fn path_of(url: &str) -> &str {
+    let Some(host_start) = url.find("://").map(|i| i + 3) else {
+        return url;
+    };
+    match url[host_start..].find('/') {
+        Some(i) => {
+            let path = &url[host_start + i..];
+            &path[..path.find(['?', '#']).unwrap_or(path.len())]
+        }
+        None => "/",
+    }
+}
+
+async fn route(req: worker::worker_sys::web_sys::Request, env: &Env) -> Result<Response> {
+    let url = req.url();
+    if path_of(&url) == "/webhooks/paymos" {
+        return if req.method() == "POST" {
+            receive::receive(req, env).await
+        } else {
+            AppError::MethodNotAllowed("POST").into_response()
+        };
+    }
+    let req = Request::from(req);
     let path = req.path();
-    let method = req.method();
     match path.as_str() {
-        "/webhooks/paymos" => match method {
-            Method::Post => receive::receive(req, &env).await,
-            _ => AppError::MethodNotAllowed("POST").into_response(),
-        },
         "/healthz" => Response::from_json(&json!({
             "status": "ok",
             "version": VERSION,
-            "mode": config::mode(&env).map(config::Mode::as_str).unwrap_or("invalid"),
+            "mode": config::mode(env).map(config::Mode::as_str).unwrap_or("invalid"),
             "commit": option_env!("PAYMOS_BUILD_COMMIT").unwrap_or("unknown"),
         })),
         p if p.starts_with("/admin/api/") => {
             let sub = &p["/admin/api/".len()..];
-            admin_reply(admin::api(req, &env, sub).await)
+            admin_reply(admin::api(req, env, sub).await)
         }
         _ => AppError::NotFound.into_response(),
     }

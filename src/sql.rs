@@ -86,7 +86,8 @@ struct Present {}
 /// Insert-or-nothing keyed by the event id. `true` when this call created the row,
 /// `false` when the delivery was already on record (one index lookup, nothing written).
 pub async fn insert_delivery(db: &D1Database, envelope: &Envelope, body: &str) -> DbResult<bool> {
-    let row: Option<Present> = first(
+    // the one returned column, not the row deserialised through serde: only its presence counts
+    let row: Option<String> = first_column(
         db,
         st::INSERT_DELIVERY.bind(vec![
             Arg::text(&envelope.event_id),
@@ -94,6 +95,7 @@ pub async fn insert_delivery(db: &D1Database, envelope: &Envelope, body: &str) -
             Arg::text(&envelope.event_type),
             Arg::text(body),
         ]),
+        "event_id",
     )
     .await?;
     Ok(row.is_some())

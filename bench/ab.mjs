@@ -1,0 +1,83 @@
+// Paired A/B throughput: two worker scripts measured in alternating rounds (A B, B A, A B, …),
+// each round on a fresh worker (empty D1, idle consumer), so that drift on a shared, noisy
+// machine falls on both alike. Prints each round and the median of the per-round ratios B ÷ A.
+// For comparing two builds of ours while developing, e.g.
+//   cp -r build bench/ab-builds/base   # (bench/ab-builds/ is not committed)
+//   node bench/ab.mjs bench/ab-builds/base/index.js build/index.js --mode duplicate --concurrency 16
+// npm run bench uses the same pairing (bench/run.mjs) for ours against the JS receiver.
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { startBenchWorker, ROOT, SECRET_NEW } from "./worker.mjs";
+
+const run = promisify(execFile);
+const paymos = process.env.PAYMOS_BIN ?? path.join(ROOT, "target/release/paymos");
+const STATEMENTS = JSON.parse(await readFile(path.join(ROOT, "bench/statements.json"), "utf8"));
+
+/** One load run against a fresh worker running `script`. */
+export async function measureOnce(script, mode, concurrency, seconds) {
+  const w = await startBenchWorker({ script, vars: { STATEMENTS } });
+  try {
+    const args = ["load", "--to", `${w.url}/webhooks/paymos`, "--mode", mode, "--concurrency", String(concurrency), "--duration-seconds", String(seconds), "--secret", SECRET_NEW, "--json"];
+    const { stdout } = await run(paymos, args, { maxBuffer: 64 << 20 });
+    return JSON.parse(stdout);
+  } finally {
+    await w.close();
+  }
+}
+
+export const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? (s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2) : null;
+};
+
+/**
+ * `rounds` paired rounds over `scripts` (an object key → script), the order reversed every
+ * other round. Returns every run and, per key, the median req/s, p50 and p99.
+ */
+export async function paired(scripts, { mode, concurrency, seconds, rounds }) {
+  const keys = Object.keys(scripts);
+  const runs = Object.fromEntries(keys.map((k) => [k, []]));
+  for (let r = 0; r < rounds; r++) {
+    const order = r % 2 ? [...keys].reverse() : keys;
+    for (const k of order) runs[k].push(await measureOnce(scripts[k], mode, concurrency, seconds));
+  }
+  const summary = Object.fromEntries(
+    keys.map((k) => [
+      k,
+      {
+        throughput_rps: median(runs[k].map((x) => x.throughput_rps)),
+        p50: median(runs[k].map((x) => x.latency_ms.p50)),
+        p99: median(runs[k].map((x) => x.latency_ms.p99)),
+        non_2xx: runs[k].reduce((a, x) => a + x.non_2xx + x.errors, 0),
+        rounds: runs[k].map((x) => x.throughput_rps),
+      },
+    ]),
+  );
+  return { runs, summary };
+}
+
+/** Median over rounds of a ÷ b measured in the same round, with the smallest and largest. */
+export function pairedRatio(res, a, b, pick = (x) => x.throughput_rps) {
+  const rs = res.runs[a].map((x, i) => pick(x) / pick(res.runs[b][i]));
+  return { median: median(rs), min: Math.min(...rs), max: Math.max(...rs), rounds: rs };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const argv = process.argv.slice(2);
+  const opt = (name, dflt) => {
+    const i = argv.indexOf(`--${name}`);
+    return i >= 0 ? argv[i + 1] : dflt;
+  };
+  const [a, b] = argv.filter((x, i) => !x.startsWith("--") && !argv[i - 1]?.startsWith("--"));
+  if (!a || !b) {
+    console.error("usage: node bench/ab.mjs A.js B.js [--mode new|duplicate] [--concurrency N] [--seconds S] [--rounds R]");
+    process.exit(2);
+  }
+  const cfg = { mode: opt("mode", "new"), concurrency: Number(opt("concurrency", 16)), seconds: Number(opt("seconds", 4)), rounds: Number(opt("rounds", 4)) };
+  const res = await paired({ A: a, B: b }, cfg);
+  for (const k of ["A", "B"]) console.log(k, res.summary[k]);
+  const q = pairedRatio(res, "B", "A");
+  console.log(`B ÷ A req/s: median ${q.median.toFixed(3)} (rounds ${q.rounds.map((x) => x.toFixed(2)).join(", ")}) ${JSON.stringify(cfg)}`);
+}
