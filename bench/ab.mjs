@@ -5,7 +5,7 @@
 //   cp -r build bench/ab-builds/base   # (bench/ab-builds/ is not committed)
 //   node bench/ab.mjs bench/ab-builds/base/index.js build/index.js --mode duplicate --concurrency 16
 // npm run bench uses the same pairing (bench/run.mjs) for ours against the JS receiver.
-import { readFile } from "node:fs/promises";
+import { readFile, readdir } from "node:fs/promises";
 import path from "node:path";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
@@ -15,13 +15,34 @@ const run = promisify(execFile);
 const paymos = process.env.PAYMOS_BIN ?? path.join(ROOT, "target/release/paymos");
 const STATEMENTS = JSON.parse(await readFile(path.join(ROOT, "bench/statements.json"), "utf8"));
 
-/** One load run against a fresh worker running `script`. */
+/**
+ * CPU seconds (user + system, all threads) used so far by this process's workerd children:
+ * the runtime's cost, which moves far less with the machine's noise than requests/s does.
+ */
+export async function workerdCpuSeconds() {
+  const tick = 100; // USER_HZ on Linux
+  let total = 0;
+  for (const pid of await readdir("/proc").catch(() => [])) {
+    if (!/^\d+$/.test(pid)) continue;
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
+    const m = /^\d+ \((.*)\) \S (\d+)(?: \S+){9} (\d+) (\d+)/.exec(stat);
+    if (m && m[1] === "workerd" && Number(m[2]) === process.pid) total += (Number(m[3]) + Number(m[4])) / tick;
+  }
+  return total;
+}
+
+/** One load run against a fresh worker running `script`, with the runtime's CPU per request. */
 export async function measureOnce(script, mode, concurrency, seconds) {
   const w = await startBenchWorker({ script, vars: { STATEMENTS } });
   try {
     const args = ["load", "--to", `${w.url}/webhooks/paymos`, "--mode", mode, "--concurrency", String(concurrency), "--duration-seconds", String(seconds), "--secret", SECRET_NEW, "--json"];
+    const cpu0 = await workerdCpuSeconds();
     const { stdout } = await run(paymos, args, { maxBuffer: 64 << 20 });
-    return JSON.parse(stdout);
+    const cpu = (await workerdCpuSeconds()) - cpu0;
+    const r = JSON.parse(stdout);
+    // includes what the consumer does meanwhile (new deliveries), as the throughput does
+    r.runtime_cpu_us_per_request = r.requests ? (cpu * 1e6) / r.requests : null;
+    return r;
   } finally {
     await w.close();
   }
@@ -50,6 +71,7 @@ export async function paired(scripts, { mode, concurrency, seconds, rounds }) {
         throughput_rps: median(runs[k].map((x) => x.throughput_rps)),
         p50: median(runs[k].map((x) => x.latency_ms.p50)),
         p99: median(runs[k].map((x) => x.latency_ms.p99)),
+        runtime_cpu_us_per_request: median(runs[k].map((x) => x.runtime_cpu_us_per_request)),
         non_2xx: runs[k].reduce((a, x) => a + x.non_2xx + x.errors, 0),
         rounds: runs[k].map((x) => x.throughput_rps),
       },
@@ -80,4 +102,6 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   for (const k of ["A", "B"]) console.log(k, res.summary[k]);
   const q = pairedRatio(res, "B", "A");
   console.log(`B ÷ A req/s: median ${q.median.toFixed(3)} (rounds ${q.rounds.map((x) => x.toFixed(2)).join(", ")}) ${JSON.stringify(cfg)}`);
+  const c = pairedRatio(res, "B", "A", (x) => x.runtime_cpu_us_per_request);
+  console.log(`B ÷ A runtime CPU per request: median ${c.median.toFixed(3)} (rounds ${c.rounds.map((x) => x.toFixed(2)).join(", ")})`);
 }
