@@ -11,7 +11,7 @@
 // transition statements as ours (the guarded write, history, the effect row with its outbox
 // columns, fill, RELEASE_EFFECTS, RECORD_OUTCOME, READ_BACK), all of the batch's statements in
 // one D1 batch (one transaction), then the released effect ids to the EFFECTS queue. If that
-// fails, message by message (LOAD_DELIVERY, then that message's own D1 batch), as ours. The effects consumer loads each effect (LOAD_EFFECT_FOR_DISPATCH) and, with
+// fails, message by message (LOAD_DELIVERY, then that message's own D1 batch), as ours. The effects consumer loads the batch's effects in one query (LOAD_EFFECTS_FOR_DISPATCH) and, with
 // ORDER_SYSTEM_URL unset as in the benchmark, leaves it pending for the pull feed, as ours
 // does. A failed message: RECORD_FAILURE and a retry with the same backoff; the dead-letter
 // queues mark the delivery or the effect dead. (No sweeper, no admin API: not benchmarked.)
@@ -357,14 +357,21 @@ async function sendReleased(env, released) {
 
 /** The effects queue, with ORDER_SYSTEM_URL unset as in the benchmark: load, leave pending. */
 async function dispatchEffects(batch, env) {
+  // per batch, as ours: one LOAD_EFFECTS_FOR_DISPATCH for every effect of the batch
+  const readable = [];
   for (const m of batch.messages) {
     const id = m.body?.effect_id;
     if (typeof id !== "string") {
       log("dispatch", "-", "unreadable_message");
       m.ack();
-      continue;
-    }
-    const row = await env.DB.prepare(sql(env, "LOAD_EFFECT_FOR_DISPATCH")).bind(id).first();
+    } else readable.push([m, id]);
+  }
+  if (!readable.length) return;
+  const ids = [...new Set(readable.map(([, id]) => id))];
+  const { results } = await env.DB.prepare(sql(env, "LOAD_EFFECTS_FOR_DISPATCH")).bind(JSON.stringify(ids)).all();
+  const rows = new Map(results.map((r) => [r.id, r]));
+  for (const [m, id] of readable) {
+    const row = rows.get(id);
     let outcome;
     if (!row) outcome = "missing";
     else if (row.dispatch !== "pending") outcome = "already_dispatched";

@@ -13,6 +13,7 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { startBenchWorker, ROOT, SECRET_NEW } from "./worker.mjs";
+import { paired, pairedRatio } from "./ab.mjs";
 import { freePort } from "../tests/helpers/worker.mjs";
 
 const run = promisify(execFile);
@@ -20,8 +21,8 @@ const quick = process.argv.includes("--quick");
 // --only=throughput,cost,keep_up,e2e runs some parts (while developing); the default is all
 const only = process.argv.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",");
 const part = (name) => !only || only.includes(name);
-const DURATION = quick ? 3 : 8;
-const SWEEP_DURATION = quick ? 2 : 5;
+const DURATION = quick ? 3 : 6;
+const SWEEP_DURATION = quick ? 2 : 4;
 const CONNECTIONS = [1, 4, 16, 64];
 // At the maximum rate, Miniflare's local queue broker delivers nothing until the load stops
 // (its timers wait behind the requests) and refuses sends once 10,000 messages wait
@@ -66,13 +67,6 @@ async function withWorker(script, vars, fn) {
   }
 }
 
-async function measure(name, fn, keys = Object.keys(workers)) {
-  const row = {};
-  for (const key of keys) row[key] = await withWorker(workers[key].script, {}, (w) => fn(w, key));
-  results.scenarios[name] = row;
-  return row;
-}
-
 const count = async (db, sqlText) => (await db.prepare(sqlText).first()).n;
 const UNPROCESSED = "SELECT count(*) AS n FROM webhook_delivery WHERE processed_at IS NULL";
 
@@ -101,26 +95,44 @@ const k2 = (n) => (n === undefined || n === null ? "-" : String(n));
 const fmt = (n, d = 1) => (n === undefined || n === null ? "-" : Number(n).toFixed(d));
 const ratio = (a, b) => (a && b ? (a / b).toFixed(2) + "×" : "-");
 
-console.error(`[bench] ${quick ? "quick" : "full"} run; each scenario measures the workers one after the other`);
+console.error(`[bench] ${quick ? "quick" : "full"} run`);
 
 // ---------------------------------------------------------------- throughput and latency
+// Paired rounds (bench/ab.mjs): each scenario runs ROUNDS times, the three workers one after
+// the other on fresh workers, the order reversed every other round, so that the machine's
+// drift falls on all of them alike. Each figure is the median over the rounds; "ours ÷ JS" is
+// the median of the per-round ratios (ours and the JS receiver measured next to each other),
+// with their range. The runtime's CPU per request (workerd's user + system time over the
+// requests; for new deliveries it includes the consumer's work meanwhile) moves far less with
+// the machine's noise than requests/s do.
+const ROUNDS = quick ? 2 : 3;
 if (part("throughput")) {
-  await measure("new_deliveries", (w) => load(w.url, "new", 16, ["--duration-seconds", String(DURATION)]));
-  await measure("duplicates", (w) => load(w.url, "duplicate", 16, ["--duration-seconds", String(DURATION)]));
-  for (const c of CONNECTIONS) {
-    await measure(`new_deliveries_c${c}`, (w) => load(w.url, "new", c, ["--duration-seconds", String(SWEEP_DURATION)]));
-  }
+  const scripts = Object.fromEntries(Object.entries(workers).map(([k, w]) => [k, w.script]));
+  const scenario = async (name, mode, concurrency, seconds) => {
+    console.error(`[bench] ${name}: ${ROUNDS} paired rounds of ${seconds} s at ${concurrency} connections`);
+    const res = await paired(scripts, { mode, concurrency, seconds, rounds: ROUNDS });
+    results.scenarios[name] = {
+      ...Object.fromEntries(Object.keys(workers).map((k) => [k, { ...res.summary[k], concurrency, mode, duration_s: seconds }])),
+      ours_over_js: pairedRatio(res, "rust", "js"),
+      ours_over_js_cpu: pairedRatio(res, "rust", "js", (x) => x.runtime_cpu_us_per_request),
+      ours_over_js_p50: pairedRatio(res, "rust", "js", (x) => x.latency_ms.p50),
+      ours_over_js_p99: pairedRatio(res, "rust", "js", (x) => x.latency_ms.p99),
+      runs: res.runs,
+    };
+  };
+  await scenario("new_deliveries", "new", 16, DURATION);
+  await scenario("duplicates", "duplicate", 16, DURATION);
+  for (const c of CONNECTIONS) await scenario(`new_deliveries_c${c}`, "new", c, SWEEP_DURATION);
 }
 
 // ---------------------------------------------------------------- cost per delivery
 // The metered entries (bench/meter.mjs) wrap the same worker's D1 and queue bindings: every D1
 // call, statement, rows read/written and SQL time as D1 reports them, every message sent.
 results.cost = {};
-for (const key of part("cost") ? ["rust", "js"] : []) {
-  console.error(`[bench] cost per delivery: ${workers[key].label}`);
-  results.cost[key] = await withWorker(workers[key].metered, { BENCH_METER: "1" }, async (w) => {
-    await load(w.url, "new", 16, ["--requests", String(COST_NEW)]);
-    await load(w.url, "duplicate", 16, ["--requests", String(COST_DUPLICATES)]);
+/** Runs `fn` against the metered worker, waits until every consumer is done, sums the meter. */
+async function metered(key, vars, fn) {
+  return withWorker(workers[key].metered, { BENCH_METER: "1", ...vars }, async (w) => {
+    await fn(w);
     const drained = await drain(w.db, 120_000);
     // the effects queue's consumer runs after the deliveries': wait until the meter is still
     let last = "";
@@ -132,6 +144,13 @@ for (const key of part("cost") ? ["rust", "js"] : []) {
     }
     const totals = JSON.parse(last);
     return { drained_ms: drained, totals, summary: costSummary(totals) };
+  });
+}
+for (const key of part("cost") ? ["rust", "js"] : []) {
+  console.error(`[bench] cost per delivery: ${workers[key].label}`);
+  results.cost[key] = await metered(key, {}, async (w) => {
+    await load(w.url, "new", 16, ["--requests", String(COST_NEW)]);
+    await load(w.url, "duplicate", 16, ["--requests", String(COST_DUPLICATES)]);
   });
 }
 
@@ -237,6 +256,14 @@ if (part("e2e")) {
     results.e2e.open_loop = await withWorker(workers.rust.script, vars, (w) =>
       load(w.url, "e2e", 16, ["--requests", String(E2E_OPEN_LOOP), "--orders-url", ordersUrl, "--open-loop", "--effect-timeout-seconds", "120"]),
     );
+    // what a paid invoice costs in D1 when its fulfilment is pushed to the order system:
+    // receive, consume and the dispatcher (load, POST, record), amortised
+    if (part("cost")) {
+      console.error("[bench] cost per delivery with an order system: ours");
+      results.e2e.cost = await metered("rust", vars, (w) =>
+        load(w.url, "e2e", 16, ["--requests", String(E2E_OPEN_LOOP), "--orders-url", ordersUrl, "--open-loop", "--effect-timeout-seconds", "120"]),
+      );
+    }
   } finally {
     orders.kill();
   }
@@ -263,16 +290,20 @@ const lines = [];
 const say = (s = "") => lines.push(s);
 say(`Benchmark ${results.finished_at} (${results.machine.cpus} cores, ${results.machine.model}); loopback; each figure from one run of \`npm run bench${quick ? " -- --quick" : ""}\``);
 say();
-say("| scenario | worker | req/s | p50 ms | p99 ms | non-2xx | ours ÷ JS (req/s) | ours ÷ floor (req/s) | p50 ours ÷ JS | p99 ours ÷ JS |");
-say("|---|---|---|---|---|---|---|---|---|---|");
+say(`Throughput: ${ROUNDS} paired rounds per scenario (fresh workers, the order reversed every other round); each figure the median over the rounds; ours ÷ JS the median of the per-round ratios [smallest–largest]; CPU µs/req is workerd's user + system time per request.`);
+say();
+say("| scenario | worker | req/s | p50 ms | p99 ms | CPU µs/req | non-2xx | ours ÷ JS (req/s) | ours ÷ floor (req/s) | CPU ours ÷ JS | p50 ours ÷ JS | p99 ours ÷ JS |");
+say("|---|---|---|---|---|---|---|---|---|---|---|---|");
+const range = (q) => (q ? `${q.median.toFixed(2)}× [${q.min.toFixed(2)}–${q.max.toFixed(2)}]` : "-");
 for (const [name, row] of Object.entries(results.scenarios)) {
-  for (const [key, r] of Object.entries(row)) {
-    const ours = row.rust;
+  for (const key of Object.keys(workers)) {
+    const r = row[key];
+    if (!r) continue;
     const rel =
-      key === "rust" && row.js
-        ? [ratio(ours.throughput_rps, row.js.throughput_rps), ratio(ours.throughput_rps, row.noop.throughput_rps), ratio(ours.latency_ms?.p50, row.js.latency_ms?.p50), ratio(ours.latency_ms?.p99, row.js.latency_ms?.p99)]
-        : ["", "", "", ""];
-    say(`| ${name} | ${workers[key].label} | ${fmt(r.throughput_rps)} | ${fmt(r.latency_ms?.p50, 2)} | ${fmt(r.latency_ms?.p99, 2)} | ${r.non_2xx + r.errors} | ${rel.join(" | ")} |`);
+      key === "rust"
+        ? [range(row.ours_over_js), ratio(r.throughput_rps, row.noop.throughput_rps), range(row.ours_over_js_cpu), range(row.ours_over_js_p50), range(row.ours_over_js_p99)]
+        : ["", "", "", "", ""];
+    say(`| ${name} | ${workers[key].label} | ${fmt(r.throughput_rps)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${fmt(r.runtime_cpu_us_per_request, 0)} | ${r.non_2xx} | ${rel.join(" | ")} |`);
   }
 }
 if (part("cost")) {
@@ -301,6 +332,11 @@ if (part("keep_up")) {
       say(`| ${workers[key].label} | ${label} | ${fmt(k.load.throughput_rps)} | ${k.load.duplicate_false} | ${k.backlog_during.p50 ?? "-"} / ${k.backlog_during.max ?? "-"} | ${k.backlog_at_end} | ${drained} | ${fmt(k.fulfilment_ms.p50)} | ${fmt(k.fulfilment_ms.p99)} |`);
     }
   }
+}
+if (results.e2e.cost) {
+  const pn = results.e2e.cost.summary.per_new;
+  say();
+  say(`With an order system (ours, ${E2E_OPEN_LOOP} paid invoices, each fulfilment pushed to \`paymos orders\`): ${fmt(pn.d1_calls, 3)} D1 calls per new delivery (receive + consume + dispatch, amortised), ${fmt(pn.rows_read, 1)} rows read, ${fmt(pn.rows_written, 1)} rows written, ${fmt(pn.messages_sent, 2)} queue messages sent: ${fmt(1000 / pn.d1_calls, 0)} deliveries/s per D1 database.`);
 }
 const c = results.e2e.closed_loop;
 const o = results.e2e.open_loop;

@@ -47,7 +47,10 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
             Action::Nothing => None,
             Action::Open => {
                 let o = o.expect("open only for an observation");
-                let id = format!("alt_{}", transition::hex(&transition::random_bytes::<12>()?));
+                let id = format!(
+                    "alt_{}",
+                    transition::hex(&transition::random_bytes::<12>()?)
+                );
                 sql::open_alert(
                     &db,
                     &id,

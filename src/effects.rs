@@ -9,7 +9,7 @@ use crate::config::{self, SignedEndpoint};
 use crate::error::AppResult;
 use crate::log;
 use crate::queue::{self, Incoming};
-use crate::sql::{self, EffectRow};
+use crate::sql::{self, DispatchOutcome, DispatchRow, EffectRow};
 use futures_util::future::{select, Either};
 use paymos_core::ladder::effect_retry_delay;
 use paymos_core::standard_webhooks;
@@ -111,76 +111,160 @@ async fn post(
         .map_err(|e| format!("the order system {e}"))
 }
 
-/// A batch from the effects queue or its dead-letter queue, message by message.
+/// A batch from the effects queue or its dead-letter queue.
+///
+/// Per batch, not per message (issue #14, cost per delivery): one query loads every effect of
+/// the batch, the POSTs to the order system run concurrently, and one D1 batch records every
+/// outcome; a batch costs 2 D1 calls whatever its size, where it cost 2 per effect. An effect
+/// whose id arrives twice in one batch (a sweeper's re-enqueue next to the original) is posted
+/// once. If a D1 call fails, every message of the batch is retried on the ladder: an effect
+/// posted but not recorded is posted again under the same id (at least once; the order
+/// system dedupes on `Idempotency-Key`).
 pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> worker::Result<()> {
-    let db = match sql::database(env) {
-        Ok(db) => db,
-        Err(e) => {
-            log::line("dispatch", "-", "error", Some(&e.0));
-            for m in &messages {
-                m.retry_in(10);
-            }
-            return Ok(());
+    let scale = config::effect_retry_scale(env);
+    let retry_all = |messages: &[(Incoming, String)], why: &str| {
+        for (m, id) in messages {
+            // D1 failed: the queue's own count paces it, its DLQ ends it
+            let delay = effect_retry_delay(m.attempts(), scale).unwrap_or(60);
+            log::line(
+                "dispatch",
+                id,
+                "error",
+                Some(&format!("{why}; retry in {delay}s")),
+            );
+            m.retry_in(delay);
         }
     };
-    let dead_letter = queue_name == config::effects_dead_letter_queue(env);
-    let order_system = config::order_system(env);
-    let timeout_ms = config::order_system_timeout_ms(env);
-    let scale = config::effect_retry_scale(env);
+    let mut readable = Vec::with_capacity(messages.len());
     for message in messages {
-        let Some(effect_id) = message.effect().map(|m| m.effect_id) else {
-            log::line("dispatch", "-", "unreadable_message", None);
-            message.ack();
-            continue;
-        };
-        if dead_letter {
-            // the dispatcher itself kept failing (not the order system: that is the ladder)
-            match sql::mark_effect_dead(&db, &effect_id, Some("dispatch retries exhausted"), false)
-                .await
-            {
-                Ok(_) => {
-                    log::line("dispatch", &effect_id, "dead", Some("dead-letter queue"));
-                    message.ack();
-                }
-                Err(e) => {
-                    log::line("dispatch", &effect_id, "error", Some(&e.0));
-                    message.retry_in(60);
-                }
-            }
-            continue;
-        }
-        let result = dispatch_one(&db, &effect_id, &order_system, timeout_ms, scale).await;
-        match result {
-            Ok(Step::Ack(outcome, detail)) => {
-                log::line("dispatch", &effect_id, outcome, detail.as_deref());
+        match message.effect() {
+            Some(m) => readable.push((message, m.effect_id)),
+            None => {
+                log::line("dispatch", "-", "unreadable_message", None);
                 message.ack();
-            }
-            Ok(Step::Retry(delay, outcome, detail)) => {
-                log::line(
-                    "dispatch",
-                    &effect_id,
-                    outcome,
-                    Some(&format!(
-                        "{}; retry in {delay}s",
-                        detail.unwrap_or_default()
-                    )),
-                );
-                message.retry_in(delay);
-            }
-            Err(e) => {
-                // D1 failed: the queue's own count paces it, its DLQ ends it
-                let delay = effect_retry_delay(message.attempts(), scale).unwrap_or(60);
-                log::line(
-                    "dispatch",
-                    &effect_id,
-                    "error",
-                    Some(&format!("{}; retry in {delay}s", e.code())),
-                );
-                message.retry_in(delay);
             }
         }
     }
+    let db = match sql::database(env) {
+        Ok(db) => db,
+        Err(e) => {
+            retry_all(&readable, &e.0);
+            return Ok(());
+        }
+    };
+    if queue_name == config::effects_dead_letter_queue(env) {
+        dead_letter(&db, readable).await;
+        return Ok(());
+    }
+    let mut ids: Vec<&str> = Vec::with_capacity(readable.len());
+    for (_, id) in &readable {
+        if !ids.contains(&id.as_str()) {
+            ids.push(id);
+        }
+    }
+    let rows = match sql::load_effects_for_dispatch(&db, &ids).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            retry_all(&readable, &e.0);
+            return Ok(());
+        }
+    };
+    let order_system = config::order_system(env);
+    let timeout_ms = config::order_system_timeout_ms(env);
+
+    // each effect's step before any POST; those to post, posted concurrently
+    let mut steps: Vec<(&str, Step)> = Vec::with_capacity(ids.len());
+    let mut to_post: Vec<(&str, &EffectRow, &SignedEndpoint)> = Vec::new();
+    for id in &ids {
+        match before_post(
+            rows.iter().find(|r| r.effect.id == *id),
+            &order_system,
+            scale,
+        ) {
+            Ok((effect, endpoint)) => to_post.push((id, effect, endpoint)),
+            Err(step) => steps.push((id, step)),
+        }
+    }
+    let posted = futures_util::future::join_all(
+        to_post
+            .iter()
+            .map(|(_, effect, endpoint)| post(endpoint, effect, timeout_ms)),
+    )
+    .await;
+    let mut outcomes = Vec::with_capacity(posted.len());
+    for ((id, effect, _), result) in to_post.iter().zip(posted.iter()) {
+        let (outcome, step) = match result {
+            Ok(()) => (DispatchOutcome::Delivered, Step::Ack("delivered", None)),
+            Err(error) => {
+                let failed = u32::try_from(effect.attempts + 1).unwrap_or(u32::MAX);
+                match effect_retry_delay(failed, scale) {
+                    Some(delay) => (
+                        DispatchOutcome::Failed {
+                            error,
+                            retry_in_seconds: delay,
+                        },
+                        Step::Retry(delay, "retry", Some(error.clone())),
+                    ),
+                    None => (
+                        DispatchOutcome::Dead { error },
+                        Step::Ack("dead", Some(error.clone())),
+                    ),
+                }
+            }
+        };
+        outcomes.push(sql::dispatch_outcome_statement(id, &outcome));
+        steps.push((id, step));
+    }
+    if let Err(e) = sql::record_dispatch_outcomes(&db, &outcomes).await {
+        retry_all(&readable, &e.0);
+        return Ok(());
+    }
+
+    let mut answered: Vec<&str> = Vec::with_capacity(readable.len());
+    for (message, id) in &readable {
+        if answered.contains(&id.as_str()) {
+            // the same effect twice in one batch: it was handled once, above
+            log::line("dispatch", id, "duplicate_message", None);
+            message.ack();
+            continue;
+        }
+        answered.push(id);
+        match steps
+            .iter()
+            .find(|(s, _)| *s == id.as_str())
+            .map(|(_, step)| step)
+        {
+            Some(Step::Ack(outcome, detail)) => {
+                log::line("dispatch", id, outcome, detail.as_deref());
+                message.ack();
+            }
+            Some(Step::Retry(delay, outcome, detail)) => {
+                let detail = format!("{}; retry in {delay}s", detail.as_deref().unwrap_or(""));
+                log::line("dispatch", id, outcome, Some(&detail));
+                message.retry_in(*delay);
+            }
+            None => message.ack(), // every id has a step; kept total for the compiler
+        }
+    }
     Ok(())
+}
+
+/// The effects dead-letter queue: the dispatcher itself kept failing (not the order system:
+/// that is the ladder). Rare, so message by message.
+async fn dead_letter(db: &D1Database, messages: Vec<(Incoming, String)>) {
+    for (message, effect_id) in messages {
+        match sql::mark_effect_dead(db, &effect_id, Some("dispatch retries exhausted"), false).await
+        {
+            Ok(_) => {
+                log::line("dispatch", &effect_id, "dead", Some("dead-letter queue"));
+                message.ack();
+            }
+            Err(e) => {
+                log::line("dispatch", &effect_id, "error", Some(&e.0));
+                message.retry_in(60);
+            }
+        }
+    }
 }
 
 enum Step {
@@ -188,58 +272,38 @@ enum Step {
     Retry(u32, &'static str, Option<String>),
 }
 
-async fn dispatch_one(
-    db: &D1Database,
-    effect_id: &str,
-    order_system: &Result<Option<SignedEndpoint>, String>,
-    timeout_ms: u64,
+/// What happens to one loaded effect before any request: `Ok` to post it now, else its step.
+fn before_post<'a>(
+    row: Option<&'a DispatchRow>,
+    order_system: &'a Result<Option<SignedEndpoint>, String>,
     scale: f64,
-) -> AppResult<Step> {
-    let Some(row) = sql::load_effect_for_dispatch(db, effect_id).await? else {
-        return Ok(Step::Ack("missing", None));
+) -> Result<(&'a EffectRow, &'a SignedEndpoint), Step> {
+    let Some(row) = row else {
+        return Err(Step::Ack("missing", None));
     };
     let effect = &row.effect;
     if effect.dispatch != "pending" {
-        return Ok(Step::Ack(
+        return Err(Step::Ack(
             "already_dispatched",
             Some(effect.dispatch.clone()),
         ));
     }
     if effect.awaiting_order_ref {
         // sent, under the same id, once the order_ref is learned
-        return Ok(Step::Ack("awaiting_order_ref", None));
+        return Err(Step::Ack("awaiting_order_ref", None));
     }
     let order_system = match order_system {
         // no URL: the effect stays pending in the feed, for the order system to pull
-        Ok(None) => return Ok(Step::Ack("pending_pull", None)),
-        Err(why) => return Ok(Step::Ack("not_configured", Some(why.clone()))),
+        Ok(None) => return Err(Step::Ack("pending_pull", None)),
+        Err(why) => return Err(Step::Ack("not_configured", Some(why.clone()))),
         Ok(Some(o)) => o,
     };
     if row.earlier_pending > 0 {
         // a revocation waits for the fulfilment it revokes; not a failure of this effect
         let wait = effect_retry_delay(1, scale).unwrap_or(10).max(1);
-        return Ok(Step::Retry(wait, "waiting_for_earlier", None));
+        return Err(Step::Retry(wait, "waiting_for_earlier", None));
     }
-    match post(order_system, effect, timeout_ms).await {
-        Ok(()) => {
-            sql::mark_effect_delivered(db, effect_id).await?;
-            Ok(Step::Ack("delivered", None))
-        }
-        Err(error) => {
-            let failed = u32::try_from(effect.attempts + 1).unwrap_or(u32::MAX);
-            match effect_retry_delay(failed, scale) {
-                Some(delay) => {
-                    sql::record_effect_failure(db, effect_id, &error, delay).await?;
-                    Ok(Step::Retry(delay, "retry", Some(error)))
-                }
-                None => {
-                    // the ladder is spent (at least 16 hours): dead, visible, redeliverable
-                    sql::mark_effect_dead(db, effect_id, Some(&error), true).await?;
-                    Ok(Step::Ack("dead", Some(error)))
-                }
-            }
-        }
-    }
+    Ok((effect, order_system))
 }
 
 /// Re-enqueues pending effects whose message was lost or whose dispatcher died. Skipped

@@ -169,11 +169,7 @@ pub fn secret_id(secret: &str) -> String {
 /// Reads the body, never buffering more than `max` bytes. With a Content-Length (already
 /// checked against `max`) the body is taken in one piece, the fast path; without one (chunked)
 /// it is read as it streams and refused as soon as it passes the limit.
-async fn read_body(
-    req: web_sys::Request,
-    declared: Option<u64>,
-    max: usize,
-) -> AppResult<Vec<u8>> {
+async fn read_body(req: web_sys::Request, declared: Option<u64>, max: usize) -> AppResult<Vec<u8>> {
     let unreadable = || {
         AppError::BadRequest(
             "unreadable_body",

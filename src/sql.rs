@@ -380,42 +380,62 @@ pub struct DispatchRow {
     pub earlier_pending: i64,
 }
 
-pub async fn load_effect_for_dispatch(
+/// A dispatcher batch's effects, in one query (`effect_ids` need not be unique).
+pub async fn load_effects_for_dispatch(
     db: &D1Database,
-    effect_id: &str,
-) -> DbResult<Option<DispatchRow>> {
-    first(
+    effect_ids: &[&str],
+) -> DbResult<Vec<DispatchRow>> {
+    all(
         db,
-        st::LOAD_EFFECT_FOR_DISPATCH.bind(vec![Arg::text(effect_id)]),
+        st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(effect_ids)]),
     )
     .await
 }
 
-pub async fn mark_effect_delivered(db: &D1Database, effect_id: &str) -> DbResult<()> {
-    run(
-        db,
-        st::MARK_EFFECT_DELIVERED.bind(vec![Arg::text(effect_id)]),
-    )
-    .await
+/// What the dispatcher writes after one effect's POST, for the batch's one D1 batch.
+pub enum DispatchOutcome<'a> {
+    Delivered,
+    /// a failed attempt; the queue brings the message back in this many seconds
+    Failed {
+        error: &'a str,
+        retry_in_seconds: u32,
+    },
+    /// the ladder is spent (at least 16 hours): dead, visible, redeliverable
+    Dead {
+        error: &'a str,
+    },
 }
 
-/// A failed attempt; the queue brings the message back in `retry_in_seconds`.
-pub async fn record_effect_failure(
-    db: &D1Database,
-    effect_id: &str,
-    error: &str,
-    retry_in_seconds: u32,
-) -> DbResult<()> {
-    let retry_in = format!("+{retry_in_seconds} seconds");
-    run(
-        db,
-        st::RECORD_EFFECT_FAILURE.bind(vec![
+pub fn dispatch_outcome_statement<'a>(
+    effect_id: &'a str,
+    outcome: &DispatchOutcome<'a>,
+) -> Bound<'a> {
+    match *outcome {
+        DispatchOutcome::Delivered => st::MARK_EFFECT_DELIVERED.bind(vec![Arg::text(effect_id)]),
+        DispatchOutcome::Failed {
+            error,
+            retry_in_seconds,
+        } => st::RECORD_EFFECT_FAILURE.bind(vec![
             Arg::text(effect_id),
             Arg::text(error),
-            Arg::text(&retry_in),
+            Arg::Text(std::borrow::Cow::Owned(format!(
+                "+{retry_in_seconds} seconds"
+            ))),
         ]),
-    )
-    .await
+        DispatchOutcome::Dead { error } => {
+            st::MARK_EFFECT_DEAD.bind(vec![Arg::text(effect_id), Arg::text(error), Arg::Int(1)])
+        }
+    }
+}
+
+/// Every outcome of a dispatcher batch in one D1 batch (one transaction). Each statement
+/// is guarded by `dispatch = 'pending'`, so an effect an operator changed meanwhile is left
+/// as the operator left it.
+pub async fn record_dispatch_outcomes(db: &D1Database, statements: &[Bound<'_>]) -> DbResult<()> {
+    if !statements.is_empty() {
+        batch(db, statements).await?;
+    }
+    Ok(())
 }
 
 /// `true` when the effect was pending and is now dead.

@@ -495,17 +495,18 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
 // ---------------------------------------------------------------- the outbox (CONTRACT §7)
 
 statement!(
-    LOAD_EFFECT_FOR_DISPATCH,
-    ["effect_id"],
-    // with how many earlier effects of the same resource are still pending: a revocation is
-    // not sent before the fulfilment it revokes (`+p.dispatch`: by resource_id, not by
-    // scanning every pending effect)
+    LOAD_EFFECTS_FOR_DISPATCH,
+    ["effect_ids"],
+    // a dispatcher batch's effects in one query (a JSON array of ids), each with how many
+    // earlier effects of the same resource are still pending: a revocation is not sent before
+    // the fulfilment it revokes (`+p.dispatch`: by resource_id, not by scanning every pending
+    // effect)
     "SELECT ",
     effect_columns!(),
     ", \
        (SELECT count(*) FROM effect p WHERE p.resource_id = e.resource_id AND p.id < e.id \
           AND +p.dispatch = 'pending') AS earlier_pending \
-     FROM effect e WHERE e.effect_id = ?1"
+     FROM effect e WHERE e.effect_id IN (SELECT value FROM json_each(?1))"
 );
 
 statement!(
@@ -938,7 +939,7 @@ pub static ALL: &[&Statement] = &[
     &RELEASE_EFFECTS,
     &RECORD_OUTCOME,
     &READ_BACK,
-    &LOAD_EFFECT_FOR_DISPATCH,
+    &LOAD_EFFECTS_FOR_DISPATCH,
     &MARK_EFFECT_DELIVERED,
     &RECORD_EFFECT_FAILURE,
     &MARK_EFFECT_DEAD,
