@@ -120,6 +120,15 @@ if (part("throughput")) {
       runs: res.runs,
     };
   };
+  // the glue floor: the smallest Rust worker against its JavaScript twin (crates/glue-floor,
+  // bench/glue-floor.js): what crossing into wasm and back costs by itself
+  console.error(`[bench] glue floor: ${ROUNDS} paired rounds of ${DURATION} s at 16 connections`);
+  const floor = await paired({ rust: "crates/glue-floor/build/index.js", js: "bench/glue-floor.js" }, { mode: "duplicate", concurrency: 16, seconds: DURATION, rounds: ROUNDS });
+  results.glue_floor = {
+    ...floor.summary,
+    rust_over_js: pairedRatio(floor, "rust", "js"),
+    rust_over_js_cpu: pairedRatio(floor, "rust", "js", (x) => x.runtime_cpu_us_per_request),
+  };
   await scenario("new_deliveries", "new", 16, DURATION);
   await scenario("duplicates", "duplicate", 16, DURATION);
   for (const c of CONNECTIONS) await scenario(`new_deliveries_c${c}`, "new", c, SWEEP_DURATION);
@@ -305,6 +314,11 @@ for (const [name, row] of Object.entries(results.scenarios)) {
         : ["", "", "", "", ""];
     say(`| ${name} | ${workers[key].label} | ${fmt(r.throughput_rps)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${fmt(r.runtime_cpu_us_per_request, 0)} | ${r.non_2xx} | ${rel.join(" | ")} |`);
   }
+}
+if (results.glue_floor) {
+  const g = results.glue_floor;
+  say();
+  say(`Glue floor (crates/glue-floor against bench/glue-floor.js: one header, the log line, the fixed receipt; duplicates mode, 16 connections): Rust ${fmt(g.rust.throughput_rps)} req/s, ${fmt(g.rust.runtime_cpu_us_per_request, 0)} CPU µs/req; JS ${fmt(g.js.throughput_rps)} req/s, ${fmt(g.js.runtime_cpu_us_per_request, 0)} CPU µs/req; Rust ÷ JS req/s ${range(g.rust_over_js)}, CPU ${range(g.rust_over_js_cpu)}.`);
 }
 if (part("cost")) {
   say();

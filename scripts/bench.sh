@@ -6,6 +6,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 bash scripts/setup.sh
 bash scripts/build.sh
+# the glue floor (crates/glue-floor), built as the worker is, with the same local tools
+(
+  export WASM_BINDGEN_BIN="$(command -v wasm-bindgen)" WASM_OPT_BIN="$ROOT/node_modules/.bin/wasm-opt"
+  if [ -x node_modules/esbuild/bin/esbuild ]; then export ESBUILD_BIN="$ROOT/node_modules/esbuild/bin/esbuild"; fi
+  cd crates/glue-floor && worker-build --release > /dev/null
+)
 cargo build --release -p paymos-cli
 # the JavaScript receiver runs the core's own statements and plans (bench/js-receiver.js)
 cargo run -q -p paymos-core --example statements_json -- bench/statements.json
