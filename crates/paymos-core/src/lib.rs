@@ -10,9 +10,9 @@ pub mod license;
 pub mod machine;
 pub mod outbound;
 pub mod signature;
+pub mod standard_webhooks;
 pub mod statements;
 pub mod time;
-pub mod standard_webhooks;
 
 pub use envelope::{parse_envelope, split_event_type, Envelope, EnvelopeError};
 pub use ids::{is_valid_event_id, resource_kind_of, ResourceKind};
