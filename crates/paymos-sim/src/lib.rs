@@ -23,6 +23,7 @@ use paymos_core::statements::Bound;
 use paymos_core::{ResourceKind, State, TransitionPlan};
 
 pub use db::{Db, Edits, Fault};
+pub use sim::dispatch::EffectStats;
 
 /// See [`Mutations::batch`].
 pub type BatchEdit = fn(Vec<Bound<'static>>, Option<String>) -> Vec<Bound<'static>>;
@@ -40,6 +41,8 @@ pub struct Mutations {
     pub batch: Option<BatchEdit>,
     /// What the dead-letter consumer binds as MARK_DEAD's generation, given the message's.
     pub dead_letter_generation: Option<fn(Option<i64>) -> Option<i64>>,
+    /// What the effects dispatcher reads as `earlier_pending` (the loaded value given).
+    pub earlier_pending: Option<fn(i64) -> i64>,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -69,6 +72,8 @@ pub struct Stats {
     pub crashes: usize,
     pub refund_overtaken: usize,
     pub sim_seconds: i64,
+    /// The effects outbox's dispatcher and the order system.
+    pub effects: EffectStats,
 }
 
 impl Stats {
@@ -91,6 +96,7 @@ impl Stats {
         self.crashes += o.crashes;
         self.refund_overtaken += o.refund_overtaken;
         self.sim_seconds += o.sim_seconds;
+        self.effects.add(&o.effects);
     }
 }
 

@@ -117,6 +117,30 @@ fn main() -> ExitCode {
         s.sim_seconds / 3600,
         s.refund_overtaken
     );
+    let e = &s.effects;
+    out!(
+        "effects: {} effects, {} queue messages, {} POSTs, {} received, {} delivered, \
+         {} waits for an earlier effect, {} dispatcher D1 failures, {} claimed by the sweeper, \
+         {} redelivered, {} dead by the ladder, {} dead by the dead-letter queue ({} revocations \
+         killed while waiting for their fulfilment), {} revocations sent after their fulfilment went dead \
+         unreceived, {} fulfilments delivered whose revocation is dead, {} fulfilments awaiting their \
+         order_ref at the end",
+        e.effects,
+        e.effect_messages,
+        e.posts,
+        e.received,
+        e.delivered,
+        e.waited_for_earlier,
+        e.dispatch_d1_failures,
+        e.claimed,
+        e.redelivered,
+        e.dead_by_ladder,
+        e.dead_by_dlq,
+        e.revocations_dead_waiting,
+        e.revocations_after_dead_fulfilment,
+        e.fulfilled_revocation_dead,
+        e.awaiting_order_ref_at_end
+    );
     if summary.failures.is_empty() {
         out!("ok: no invariant violated");
         return ExitCode::SUCCESS;

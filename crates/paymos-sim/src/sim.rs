@@ -17,6 +17,8 @@ use crate::rng::Rng;
 use crate::world::{self, World};
 use crate::{Options, Report, Stats};
 
+pub mod dispatch;
+
 /// wrangler.toml: `max_retries = 5` on the deliveries queue.
 pub const MAX_RETRIES: u32 = 5;
 /// The dead-letter queue's consumer has no `max_retries` of its own: the platform's default.
@@ -324,6 +326,8 @@ pub struct Sim<'o> {
     steps: usize,
     stats: Stats,
     violations: Vec<String>,
+    /// The effects outbox's dispatcher and the order system (`dispatch.rs`): its own lane.
+    fx: dispatch::Fx,
 }
 
 fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
@@ -348,6 +352,8 @@ impl<'o> Sim<'o> {
         let rng = root.fork();
         let frng = root.fork();
         let mut brng = root.fork();
+        // the dispatcher's lane: a stream of its own, forked last (the others are unchanged)
+        let xrng = root.fork();
         let world = world::generate(&mut wrng, start);
         let mut k = Knobs::draw(&mut krng, start);
         k.consumer_batch = brng.range(1, 3) as usize;
@@ -424,6 +430,7 @@ impl<'o> Sim<'o> {
             .collect();
         let n_d = world.deliveries.len();
         let n_r = world.resources.len();
+        let fx = dispatch::Fx::new(xrng, start, chaos_end);
         let mut sim = Sim {
             opts,
             world,
@@ -457,6 +464,7 @@ impl<'o> Sim<'o> {
             steps: 0,
             stats: Stats::default(),
             violations: Vec::new(),
+            fx,
         };
         sim.trace(format!(
             "world: {} resources, {} deliveries over {} endpoint(s); knobs {:?}",
@@ -465,6 +473,8 @@ impl<'o> Sim<'o> {
             sim.world.endpoints,
             sim.k
         ));
+        let fx = sim.fx.describe();
+        sim.trace(fx);
         for r in &sim.world.resources.clone() {
             let evs: Vec<String> = r
                 .events
@@ -672,10 +682,15 @@ impl<'o> Sim<'o> {
             .chain(ops)
             .chain(std::iter::once(self.next_cron))
             .chain(self.chaos.then_some(self.chaos_end))
+            .chain(self.fx_next_time())
             .min()
     }
 
     fn step(&mut self) -> bool {
+        // the dispatcher's lane first: one action if one is due (its own stream, not a step)
+        if self.fx_step() {
+            self.check_touched();
+        }
         let cands = self.candidates();
         if cands.is_empty() {
             let Some(t) = self.next_time() else {
@@ -1198,6 +1213,7 @@ impl<'o> Sim<'o> {
                 // is kept only if the transaction commits
                 let saved = (self.rm.clone(), self.dm.clone(), self.stats.clone());
                 self.db.begin();
+                let mut released: Vec<String> = Vec::new();
                 let mut index = 0;
                 let mut failed: Option<String> = None;
                 'all: for (p, ignore) in &prepared {
@@ -1228,7 +1244,15 @@ impl<'o> Sim<'o> {
                             break 'all;
                         }
                         match self.db.step(b) {
-                            Ok(rows) => last = Some(rows),
+                            Ok(rows) => {
+                                if std::ptr::eq(b.statement, &st::RELEASE_EFFECTS) {
+                                    released.extend(
+                                        (0..rows.rows.len())
+                                            .filter_map(|i| rows.text(i, "effect_id")),
+                                    );
+                                }
+                                last = Some(rows)
+                            }
                             Err(e) => {
                                 failed = Some(e);
                                 break 'all;
@@ -1264,6 +1288,7 @@ impl<'o> Sim<'o> {
                     return self.batch_fallback(msgs, "D1_ERROR: network lost after commit");
                 }
                 self.trace(format!("consumer batch [{names}] committed"));
+                self.fx_send(&released, "the consumer batch");
                 self.actors.push(Actor::ConsumeBatch {
                     msgs,
                     phase: BatchPhase::Ack,
@@ -1837,7 +1862,11 @@ impl<'o> Sim<'o> {
                 self.trace("  committed, but the caller saw an error".into());
             }
         }
-        ex.result.map(|_| ())
+        let rows = ex.result?;
+        // `effects::send_released` (an order system is configured)
+        let released = released_ids(&p.batch, &rows);
+        self.fx_send(&released, "the transition");
+        Ok(())
     }
 
     /// Checks one transition's statements, right after they ran (inside their transaction
@@ -2370,6 +2399,7 @@ impl<'o> Sim<'o> {
                     self.check_touched();
                     if self.drain("final reconciliation") {
                         self.final_checks();
+                        self.effects_drain_and_check();
                     }
                 }
             }
@@ -2538,6 +2568,7 @@ impl<'o> Sim<'o> {
             self.hash = fnv(self.hash, format!("{:?}", rows.rows).as_bytes());
         }
         self.stats.steps = self.steps;
+        self.stats.effects = self.fx.stats.clone();
         self.stats.sim_seconds = (self.now() - self.start) / 1000;
         Report {
             seed: 0,
@@ -2548,6 +2579,20 @@ impl<'o> Sim<'o> {
             stats: self.stats,
         }
     }
+}
+
+/// The effect ids a committed transition batch released (`read_transition`'s `released`).
+fn released_ids(batch: &[Bound<'_>], rows: &[Rows]) -> Vec<String> {
+    batch
+        .iter()
+        .position(|b| std::ptr::eq(b.statement, &st::RELEASE_EFFECTS))
+        .and_then(|i| rows.get(i))
+        .map(|r| {
+            (0..r.rows.len())
+                .filter_map(|i| r.text(i, "effect_id"))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A bound statement whose arguments own their text (the simulator keeps batches around).

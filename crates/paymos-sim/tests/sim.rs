@@ -118,9 +118,18 @@ fn thousands_of_seeds_hold_every_invariant() {
         s.reconciled,
         s.crashes
     );
+    let e = &s.effects;
+    eprintln!("effects: {e:?}");
     let failures: Vec<String> = summary.failures.iter().map(Report::failure_text).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert_eq!(summary.seeds, SEEDS);
+    // the dispatcher's world means something too: retries, waits, D1 failures, the sweeper
+    assert!(e.effects > 1_000 && e.delivered > e.effects / 2, "{e:?}");
+    assert!(e.posts > e.received && e.waited_for_earlier > 100, "{e:?}");
+    assert!(
+        e.dispatch_d1_failures > 100 && e.claimed > 50 && e.redelivered > 50,
+        "{e:?}"
+    );
     // the world the seeds built is adversarial enough to mean something
     assert!(s.deliveries > 10 * SEEDS as usize);
     assert!(s.dead_lettered > 100, "dead letters: {}", s.dead_lettered);
@@ -286,6 +295,30 @@ fn with_the_unique_the_same_guard_bug_ships_once() {
     }
 }
 
+/// The dispatcher with its `earlier_pending` read as 0: it no longer holds a revocation back
+/// while the fulfilment it revokes is pending (failing, its answer lost, awaiting its
+/// order_ref), and POSTs both as they come.
+fn never_earlier(_: i64) -> i64 {
+    0
+}
+
+/// (4) The effects dispatcher ignoring `earlier_pending` sends a revocation to the order
+/// system before the fulfilment it revokes: invariant (a).
+#[test]
+fn teeth_dispatcher_ignoring_earlier_pending_sends_a_revocation_first() {
+    assert_caught(
+        "dispatcher ignoring earlier_pending",
+        Mutations {
+            earlier_pending: Some(never_earlier),
+            ..Mutations::default()
+        },
+        &[
+            "(a) the order system received",
+            "revocation before its fulfilment",
+        ],
+    );
+}
+
 /// How often each mutation is caught (for the README): `cargo test --release -p paymos-sim
 /// -- --ignored --nocapture teeth_rates`.
 #[test]
@@ -294,7 +327,14 @@ fn teeth_rates() {
     fn any_generation(_: Option<i64>) -> Option<i64> {
         None
     }
-    let cases: [(&str, Mutations); 3] = [
+    let cases: [(&str, Mutations); 4] = [
+        (
+            "dispatcher ignoring earlier_pending",
+            Mutations {
+                earlier_pending: Some(never_earlier),
+                ..Mutations::default()
+            },
+        ),
         (
             "MARK_DEAD with NULL generation",
             Mutations {
