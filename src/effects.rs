@@ -11,8 +11,9 @@ use crate::log;
 use crate::queue::{self, Incoming};
 use crate::sql::{self, DispatchOutcome, DispatchRow, EffectRow};
 use futures_util::future::{select, Either};
-use paymos_core::ladder::effect_retry_delay;
+use paymos_core::ladder::{effect_retry_delay, wait_for_earlier_delay};
 use paymos_core::standard_webhooks;
+use paymos_core::time::unix_of_iso;
 use serde_json::json;
 use std::time::Duration;
 use worker::{
@@ -111,6 +112,9 @@ async fn post(
         .map_err(|e| format!("the order system {e}"))
 }
 
+/// Cloudflare's limit of simultaneous open connections per invocation.
+const SIMULTANEOUS_POSTS: usize = 6;
+
 /// A batch from the effects queue or its dead-letter queue.
 ///
 /// Per batch, not per message (issue #14, cost per delivery): one query loads every effect of
@@ -171,26 +175,30 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
     };
     let order_system = config::order_system(env);
     let timeout_ms = config::order_system_timeout_ms(env);
+    let now = (Date::now().as_millis() / 1000) as i64;
 
     // each effect's step before any POST; those to post, posted concurrently
     let mut steps: Vec<(&str, Step)> = Vec::with_capacity(ids.len());
     let mut to_post: Vec<(&str, &EffectRow, &SignedEndpoint)> = Vec::new();
     for id in &ids {
-        match before_post(
-            rows.iter().find(|r| r.effect.id == *id),
-            &order_system,
-            scale,
-        ) {
+        let row = rows.iter().find(|r| r.effect.id == *id);
+        match before_post(row, &order_system, scale, now) {
             Ok((effect, endpoint)) => to_post.push((id, effect, endpoint)),
             Err(step) => steps.push((id, step)),
         }
     }
-    let posted = futures_util::future::join_all(
-        to_post
-            .iter()
-            .map(|(_, effect, endpoint)| post(endpoint, effect, timeout_ms)),
-    )
-    .await;
+    // in waves of at most SIMULTANEOUS_POSTS: a Worker invocation keeps 6 connections open at
+    // once and queues the rest, and a queued request's timeout would run while it waits
+    let mut posted = Vec::with_capacity(to_post.len());
+    for wave in to_post.chunks(SIMULTANEOUS_POSTS) {
+        posted.extend(
+            futures_util::future::join_all(
+                wave.iter()
+                    .map(|(_, effect, endpoint)| post(endpoint, effect, timeout_ms)),
+            )
+            .await,
+        );
+    }
     let mut outcomes = Vec::with_capacity(posted.len());
     for ((id, effect, _), result) in to_post.iter().zip(posted.iter()) {
         let (outcome, step) = match result {
@@ -215,10 +223,34 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
         outcomes.push(sql::dispatch_outcome_statement(id, &outcome));
         steps.push((id, step));
     }
-    if let Err(e) = sql::record_dispatch_outcomes(&db, &outcomes).await {
-        retry_all(&readable, &e.0);
-        return Ok(());
+    // the waits, deferred in the same batch
+    let waits: Vec<(&str, u32)> = steps
+        .iter()
+        .filter_map(|(id, step)| match step {
+            Step::Wait(delay) => Some((*id, *delay)),
+            _ => None,
+        })
+        .collect();
+    for (id, delay) in &waits {
+        let deferred = DispatchOutcome::Deferred {
+            look_in_seconds: *delay,
+        };
+        outcomes.push(sql::dispatch_outcome_statement(id, &deferred));
     }
+    let wrote = match sql::record_dispatch_outcomes(&db, &outcomes).await {
+        Ok(wrote) => wrote,
+        Err(e) => {
+            retry_all(&readable, &e.0);
+            return Ok(());
+        }
+    };
+    // the waits this batch holds (their DEFER_EFFECT returned the row), in `waits`' order
+    let held: Vec<&str> = waits
+        .iter()
+        .zip(wrote.iter().skip(outcomes.len() - waits.len()))
+        .filter(|(_, wrote)| **wrote)
+        .map(|((id, _), _)| *id)
+        .collect();
 
     let mut answered: Vec<&str> = Vec::with_capacity(readable.len());
     for (message, id) in &readable {
@@ -242,6 +274,20 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
                 let detail = format!("{}; retry in {delay}s", detail.as_deref().unwrap_or(""));
                 log::line("dispatch", id, outcome, Some(&detail));
                 message.retry_in(*delay);
+            }
+            Some(Step::Wait(delay)) => {
+                let detail = if !held.contains(&id.as_str()) {
+                    // a copy of the message that holds the wait: nothing more to send
+                    "another message holds the wait".to_string()
+                } else {
+                    match queue::enqueue_effect_after(env, id, *delay).await {
+                        Ok(()) => format!("looked at again in {delay}s"),
+                        // the sweeper sends it once the deferral is 5 minutes past
+                        Err(e) => format!("not re-sent ({e}): left to the sweeper"),
+                    }
+                };
+                log::line("dispatch", id, "waiting_for_earlier", Some(&detail));
+                message.ack();
             }
             None => message.ack(), // every id has a step; kept total for the compiler
         }
@@ -270,6 +316,9 @@ async fn dead_letter(db: &D1Database, messages: Vec<(Incoming, String)>) {
 enum Step {
     Ack(&'static str, Option<String>),
     Retry(u32, &'static str, Option<String>),
+    /// waiting for an earlier effect of the resource: acknowledged, and sent again as a fresh
+    /// message after this many seconds
+    Wait(u32),
 }
 
 /// What happens to one loaded effect before any request: `Ok` to post it now, else its step.
@@ -277,6 +326,7 @@ fn before_post<'a>(
     row: Option<&'a DispatchRow>,
     order_system: &'a Result<Option<SignedEndpoint>, String>,
     scale: f64,
+    now: i64,
 ) -> Result<(&'a EffectRow, &'a SignedEndpoint), Step> {
     let Some(row) = row else {
         return Err(Step::Ack("missing", None));
@@ -298,10 +348,11 @@ fn before_post<'a>(
         Err(why) => return Err(Step::Ack("not_configured", Some(why.clone()))),
         Ok(Some(o)) => o,
     };
-    if row.earlier_pending > 0 {
-        // a revocation waits for the fulfilment it revokes; not a failure of this effect
-        let wait = effect_retry_delay(1, scale).unwrap_or(10).max(1);
-        return Err(Step::Retry(wait, "waiting_for_earlier", None));
+    if row.earlier_undelivered > 0 {
+        // a revocation waits until the fulfilment it revokes has been delivered; not a failure
+        // of this effect, so not a retry either: looked at again from a fresh message
+        let waited = unix_of_iso(&effect.created_at).map_or(0, |created| now - created);
+        return Err(Step::Wait(wait_for_earlier_delay(waited, scale).max(1)));
     }
     Ok((effect, order_system))
 }

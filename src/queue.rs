@@ -40,6 +40,22 @@ pub async fn enqueue_effects(env: &Env, ids: &[String]) -> (usize, Option<worker
     (sent, None)
 }
 
+/// Sends one effect id to be delivered in `delay_seconds`, as a fresh message: the way an
+/// effect waiting for an earlier one is looked at again without spending the queue's retries
+/// (which would end in the dead-letter queue however long the wait is legitimate).
+pub async fn enqueue_effect_after(
+    env: &Env,
+    effect_id: &str,
+    delay_seconds: u32,
+) -> worker::Result<()> {
+    let message = worker::MessageBuilder::new(EffectMessage {
+        effect_id: effect_id.to_string(),
+    })
+    .delay_seconds(delay_seconds)
+    .build();
+    env.queue(EFFECTS)?.send(message).await
+}
+
 /// What travels on the queue: only the id and the replay generation it was sent for.
 /// The delivery itself is in D1.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

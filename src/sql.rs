@@ -375,9 +375,9 @@ pub fn mark_ignored_statement<'a>(event_id: &'a str, reason: &'a str) -> Bound<'
 pub struct DispatchRow {
     #[serde(flatten)]
     pub effect: EffectRow,
-    /// Earlier effects of the same resource still pending (a revocation waits for the
-    /// fulfilment it revokes).
-    pub earlier_pending: i64,
+    /// Earlier effects of the same resource not delivered yet, pending or dead (a revocation
+    /// waits until the fulfilment it revokes has been delivered).
+    pub earlier_undelivered: i64,
 }
 
 /// A dispatcher batch's effects, in one query (`effect_ids` need not be unique).
@@ -404,6 +404,10 @@ pub enum DispatchOutcome<'a> {
     Dead {
         error: &'a str,
     },
+    /// waiting for an earlier effect of its resource: looked at again in this many seconds
+    Deferred {
+        look_in_seconds: u32,
+    },
 }
 
 pub fn dispatch_outcome_statement<'a>(
@@ -425,17 +429,31 @@ pub fn dispatch_outcome_statement<'a>(
         DispatchOutcome::Dead { error } => {
             st::MARK_EFFECT_DEAD.bind(vec![Arg::text(effect_id), Arg::text(error), Arg::Int(1)])
         }
+        DispatchOutcome::Deferred { look_in_seconds } => st::DEFER_EFFECT.bind(vec![
+            Arg::text(effect_id),
+            Arg::Text(std::borrow::Cow::Owned(format!(
+                "+{look_in_seconds} seconds"
+            ))),
+        ]),
     }
 }
 
 /// Every outcome of a dispatcher batch in one D1 batch (one transaction). Each statement
 /// is guarded by `dispatch = 'pending'`, so an effect an operator changed meanwhile is left
 /// as the operator left it.
-pub async fn record_dispatch_outcomes(db: &D1Database, statements: &[Bound<'_>]) -> DbResult<()> {
-    if !statements.is_empty() {
-        batch(db, statements).await?;
+///
+/// Whether each statement returned a row (`DEFER_EFFECT`: whether this message holds the wait).
+pub async fn record_dispatch_outcomes(
+    db: &D1Database,
+    statements: &[Bound<'_>],
+) -> DbResult<Vec<bool>> {
+    if statements.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok(())
+    let results = batch(db, statements).await?;
+    (0..statements.len())
+        .map(|i| Ok(first_row::<Present>(&results, i)?.is_some()))
+        .collect()
 }
 
 /// `true` when the effect was pending and is now dead.

@@ -188,6 +188,43 @@ test("a refund after a fulfilment: one revocation, delivered after the fulfilmen
   }
 });
 
+test("a revocation waits for a dead fulfilment past the queue's retries, never dead itself, and follows it once an operator redelivers it", async () => {
+  // Two findings of the simulator (crates/paymos-sim, seeds 249 and 526): waiting used to spend
+  // the effects queue's max_retries (20), so a waiting revocation went dead and its fulfilment
+  // was delivered after it; and a dead fulfilment no longer held its revocation back.
+  const w = await startWorker({ vars: VARS() });
+  try {
+    const inv = randomId("inv_");
+    os.state.failNext = 1000;
+    const paid = envelope("invoice.paid", inv);
+    await deliver(w.url, paid);
+    await w.processed(paid.event_id);
+    const refund = envelope("invoice.refunded", inv);
+    await deliver(w.url, refund);
+    await w.processed(refund.event_id);
+    await eventually("the fulfilment to go dead", async () => (await effectRows(w, inv)).find((e) => e.kind === "fulfilment" && e.dispatch === "dead"), 90000, 250);
+    const revocation = (await effectRows(w, inv)).find((e) => e.kind === "revocation");
+    const looks = () => w.logs.filter((l) => l.stage === "dispatch" && l.event_id === revocation.effect_id && l.outcome === "waiting_for_earlier").length;
+    // with the ladder compressed, a look a second: more looks than the queue's 20 retries
+    await eventually("more than 20 looks at the waiting revocation", () => looks() > 21, 60000, 250);
+    const now = (await effectRows(w, inv)).find((e) => e.kind === "revocation");
+    assert.equal(now.dispatch, "pending", "waiting is not failing: never dead");
+    assert.equal(now.attempts, 0, "no attempt was made");
+    assert.ok(!os.state.received.some((r) => r.body?.resource_id === inv && r.body.kind === "revocation"), "not sent while its fulfilment is not delivered");
+    os.state.failNext = 0;
+    const dead = (await effectRows(w, inv)).find((e) => e.kind === "fulfilment");
+    assert.equal((await admin(w.url, "POST", `/effects/${dead.effect_id}/redeliver`)).status, 202);
+    await eventually("both shipped", () => shippedFor(inv).length === 2, 60000);
+    const [first, second] = shippedFor(inv).sort((a, b) => a.at - b.at);
+    assert.equal(first.body.kind, "fulfilment");
+    assert.equal(second.body.kind, "revocation");
+    assert.equal(second.id, revocation.effect_id);
+  } finally {
+    os.state.failNext = 0;
+    await w.close();
+  }
+});
+
 test("a fulfilment made before its order_ref is known waits, then goes out with it under the same id", async () => {
   const w = await startWorker({ vars: VARS() });
   try {

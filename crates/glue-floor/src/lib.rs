@@ -29,7 +29,8 @@ pub async fn fetch(
     let reply = (|| {
         let mut resp = worker::Response::ok(r#"{"received":true,"duplicate":true}"#)?;
         resp.headers_mut().set("Content-Type", "application/json")?;
-        resp.into_raw().map_err(|e| worker::Error::RustError(e.into().to_string()))
+        resp.into_raw()
+            .map_err(|e| worker::Error::RustError(e.into().to_string()))
     })();
     reply.map_err(|e| JsValue::from_str(&e.to_string()))
 }

@@ -46,9 +46,46 @@ pub fn effect_retry_delay(failed: u32, scale: f64) -> Option<u32> {
     Some(scaled as u32)
 }
 
+/// Longest wait between two looks of an effect waiting for an earlier one of its resource.
+pub const MAX_WAIT_FOR_EARLIER_SECONDS: u32 = 3600;
+
+/// When an effect that waits for an earlier effect of its resource (a revocation for its
+/// fulfilment) is looked at again: a tenth of how long it has waited so far, at least the
+/// ladder's first delay, at most an hour; `scale` as for the ladder. Waiting is not a failed
+/// attempt: each look is a fresh queue message, so no number of looks makes it dead, and the
+/// delay grows so that a wait of days (a dead fulfilment until an operator redelivers it)
+/// costs a message an hour, not one every ten seconds.
+pub fn wait_for_earlier_delay(waited_seconds: i64, scale: f64) -> u32 {
+    let scale = scale.clamp(0.0, 1.0);
+    let first = f64::from(EFFECT_RETRY_DELAYS_SECONDS[0]);
+    let tenth = (waited_seconds.max(0) as f64) / 10.0;
+    let delay = tenth.clamp(
+        first * scale,
+        f64::from(MAX_WAIT_FOR_EARLIER_SECONDS) * scale,
+    );
+    delay.round() as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waiting_for_an_earlier_effect_backs_off_to_an_hour() {
+        assert_eq!(wait_for_earlier_delay(0, 1.0), 10);
+        assert_eq!(
+            wait_for_earlier_delay(-5, 1.0),
+            10,
+            "a clock skew is no wait"
+        );
+        assert_eq!(wait_for_earlier_delay(99, 1.0), 10);
+        assert_eq!(wait_for_earlier_delay(600, 1.0), 60);
+        assert_eq!(wait_for_earlier_delay(36_000, 1.0), 3600);
+        assert_eq!(wait_for_earlier_delay(i64::MAX, 1.0), 3600);
+        assert_eq!(wait_for_earlier_delay(36_000, 1.0 / 60.0), 60, "scaled");
+        assert_eq!(wait_for_earlier_delay(0, 0.0), 0);
+        assert_eq!(wait_for_earlier_delay(600, 7.0), 60, "never stretched");
+    }
 
     #[test]
     fn effect_ladder_lasts_at_least_16_hours_then_ends() {

@@ -498,15 +498,32 @@ statement!(
     LOAD_EFFECTS_FOR_DISPATCH,
     ["effect_ids"],
     // a dispatcher batch's effects in one query (a JSON array of ids), each with how many
-    // earlier effects of the same resource are still pending: a revocation is not sent before
-    // the fulfilment it revokes (`+p.dispatch`: by resource_id, not by scanning every pending
-    // effect)
+    // earlier effects of the same resource are not delivered yet: a revocation is not sent
+    // before the fulfilment it revokes has been, whether that one is pending or dead (a dead
+    // fulfilment an operator redelivers later must not arrive after its revocation; found by
+    // the simulator). `+p.dispatch`: by resource_id, not by scanning the dispatch index.
     "SELECT ",
     effect_columns!(),
     ", \
        (SELECT count(*) FROM effect p WHERE p.resource_id = e.resource_id AND p.id < e.id \
-          AND +p.dispatch = 'pending') AS earlier_pending \
+          AND +p.dispatch <> 'delivered') AS earlier_undelivered \
      FROM effect e WHERE e.effect_id IN (SELECT value FROM json_each(?1))"
+);
+
+statement!(
+    DEFER_EFFECT,
+    ["effect_id", "look_in"],
+    // An effect waiting for an earlier one of its resource is looked at again in `look_in`
+    // ('+N seconds'), from a fresh queue message: waiting spends none of the queue's retries.
+    // enqueued_at moves to that time, so the sweeper leaves the effect alone meanwhile and
+    // recovers it if that message is lost. One message at a time holds the wait: a copy
+    // finding it already deferred into the future returns nothing and sends nothing, so
+    // duplicates cannot multiply the looks.
+    "UPDATE effect SET enqueued_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2) \
+     WHERE effect_id = ?1 AND dispatch = 'pending' \
+       AND (enqueued_at IS NULL OR enqueued_at <= ",
+    now!(),
+    ") RETURNING effect_id"
 );
 
 statement!(
@@ -940,6 +957,7 @@ pub static ALL: &[&Statement] = &[
     &RECORD_OUTCOME,
     &READ_BACK,
     &LOAD_EFFECTS_FOR_DISPATCH,
+    &DEFER_EFFECT,
     &MARK_EFFECT_DELIVERED,
     &RECORD_EFFECT_FAILURE,
     &MARK_EFFECT_DEAD,

@@ -41,8 +41,8 @@ pub struct Mutations {
     pub batch: Option<BatchEdit>,
     /// What the dead-letter consumer binds as MARK_DEAD's generation, given the message's.
     pub dead_letter_generation: Option<fn(Option<i64>) -> Option<i64>>,
-    /// What the effects dispatcher reads as `earlier_pending` (the loaded value given).
-    pub earlier_pending: Option<fn(i64) -> i64>,
+    /// What the effects dispatcher reads as `earlier_undelivered` (the loaded value given).
+    pub earlier_undelivered: Option<fn(i64) -> i64>,
 }
 
 #[derive(Clone, Copy, Default)]

@@ -124,7 +124,7 @@ fn main() -> ExitCode {
          {} redelivered, {} dead by the ladder, {} dead by the dead-letter queue ({} revocations \
          killed while waiting for their fulfilment), {} revocations sent after their fulfilment went dead \
          unreceived, {} fulfilments delivered whose revocation is dead, {} fulfilments awaiting their \
-         order_ref at the end",
+         order_ref at the end, {} effects held back at the end behind a dead or order_ref-less earlier one",
         e.effects,
         e.effect_messages,
         e.posts,
@@ -139,7 +139,8 @@ fn main() -> ExitCode {
         e.revocations_dead_waiting,
         e.revocations_after_dead_fulfilment,
         e.fulfilled_revocation_dead,
-        e.awaiting_order_ref_at_end
+        e.awaiting_order_ref_at_end,
+        e.parked_at_end
     );
     if summary.failures.is_empty() {
         out!("ok: no invariant violated");

@@ -295,21 +295,21 @@ fn with_the_unique_the_same_guard_bug_ships_once() {
     }
 }
 
-/// The dispatcher with its `earlier_pending` read as 0: it no longer holds a revocation back
+/// The dispatcher with its `earlier_undelivered` read as 0: it no longer holds a revocation back
 /// while the fulfilment it revokes is pending (failing, its answer lost, awaiting its
 /// order_ref), and POSTs both as they come.
 fn never_earlier(_: i64) -> i64 {
     0
 }
 
-/// (4) The effects dispatcher ignoring `earlier_pending` sends a revocation to the order
+/// (4) The effects dispatcher ignoring `earlier_undelivered` sends a revocation to the order
 /// system before the fulfilment it revokes: invariant (a).
 #[test]
-fn teeth_dispatcher_ignoring_earlier_pending_sends_a_revocation_first() {
+fn teeth_dispatcher_ignoring_earlier_undelivered_sends_a_revocation_first() {
     assert_caught(
-        "dispatcher ignoring earlier_pending",
+        "dispatcher ignoring earlier_undelivered",
         Mutations {
-            earlier_pending: Some(never_earlier),
+            earlier_undelivered: Some(never_earlier),
             ..Mutations::default()
         },
         &[
@@ -329,9 +329,9 @@ fn teeth_rates() {
     }
     let cases: [(&str, Mutations); 4] = [
         (
-            "dispatcher ignoring earlier_pending",
+            "dispatcher ignoring earlier_undelivered",
             Mutations {
-                earlier_pending: Some(never_earlier),
+                earlier_undelivered: Some(never_earlier),
                 ..Mutations::default()
             },
         ),
