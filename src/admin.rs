@@ -89,20 +89,24 @@ fn query(req: &Request) -> String {
     query.split_once('#').map_or(query, |(q, _)| q).to_string()
 }
 
+/// The query's filters: each parameter decoded, its value trimmed, the empty ones left out
+/// (an empty filter filters nothing).
+fn filters(req: &Request) -> Vec<(String, String)> {
+    form_urlencoded::parse(query(req).as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.trim().to_string()))
+        .filter(|(_, v)| !v.is_empty())
+        .collect()
+}
+
 /// The effects feed (CONTRACT §7): oldest first, cursor-paged, filtered by kind and
 /// dispatch state, so that an order system can pull instead of being pushed to.
 async fn list_effects(req: &Request, env: &Env) -> AppResult<Response> {
-    let query = query(req);
     let mut kind = None;
     let mut dispatch = None;
     let mut after = None;
     let mut limit = DEFAULT_PAGE;
-    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
-        let v = v.trim().to_string();
-        if v.is_empty() {
-            continue;
-        }
-        match k.as_ref() {
+    for (k, v) in filters(req) {
+        match k.as_str() {
             "kind" => {
                 kind = Some(EffectKind::from_str_name(&v).ok_or_else(|| {
                     AppError::BadRequest(
@@ -434,18 +438,13 @@ fn status_filter(status: &str) -> AppResult<&'static str> {
 const CURSOR_SEPARATOR: char = '~';
 
 async fn list_deliveries(req: &Request, env: &Env) -> AppResult<Response> {
-    let query = query(req);
     let mut event_type = None;
     let mut resource_id = None;
     let mut status = None;
     let mut cursor = None;
     let mut limit = DEFAULT_PAGE;
-    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
-        let v = v.trim().to_string();
-        if v.is_empty() {
-            continue;
-        }
-        match k.as_ref() {
+    for (k, v) in filters(req) {
+        match k.as_str() {
             "type" => event_type = Some(v),
             "resource_id" => resource_id = Some(v),
             "status" => status = Some(status_filter(&v)?),

@@ -6,7 +6,7 @@ use crate::queue::{self, DeliveryMessage, Incoming};
 use crate::transition::{self, Change};
 use crate::{log, sql};
 use paymos_core::ladder::consumer_retry_delay;
-use paymos_core::{is_valid_event_id, machine, parse_envelope, CauseKind, Outcome};
+use paymos_core::{is_valid_event_id, machine, parse_envelope, CauseKind, Envelope, Outcome};
 use worker::{D1Database, Date, Env};
 
 /// Why a delivery was processed without changing anything, on record in `reason`.
@@ -39,32 +39,40 @@ pub async fn process_delivery(
     let body = delivery.body.unwrap_or_default();
     let envelope = parse_envelope(body.as_bytes(), Some(event_id))
         .map_err(|e| AppError::Internal(format!("stored body does not parse: {e}")))?;
-    // A test-mode event never changes a live resource, nor the reverse (CONTRACT §8).
-    if !mode.accepts(envelope.livemode) {
-        sql::mark_ignored(db, event_id, LIVEMODE_MISMATCH).await?;
-        return Ok(Processed::Ignored(LIVEMODE_MISMATCH));
-    }
-    let Some((kind, to)) = machine::target_state(&envelope.event_type) else {
-        sql::mark_ignored(db, event_id, UNKNOWN_EVENT_TYPE).await?;
-        return Ok(Processed::Ignored(UNKNOWN_EVENT_TYPE));
+    let change = match event_change(&envelope, event_id, mode) {
+        Ok(change) => change,
+        Err(reason) => {
+            sql::mark_ignored(db, event_id, reason).await?;
+            return Ok(Processed::Ignored(reason));
+        }
     };
-    let result = transition::apply(
-        db,
-        &Change {
-            resource_id: &envelope.resource_id,
-            kind,
-            to,
-            order_ref: envelope.data_str("order_ref"),
-            amount: envelope.data_str("amount"),
-            currency: envelope.data_str("currency"),
-            cause_kind: CauseKind::Event,
-            cause: event_id,
-            delivery: Some(event_id),
-        },
-    )
-    .await?;
+    let result = transition::apply(db, &change).await?;
     crate::effects::send_released(env, &result.released).await;
     Ok(Processed::Outcome(result.outcome.unwrap_or(Outcome::Stale)))
+}
+
+/// The change a stored delivery's event makes, or why it is ignored: a test-mode event never
+/// changes a live resource, nor the reverse (CONTRACT §8), and an unknown type changes nothing.
+fn event_change<'a>(
+    envelope: &'a Envelope,
+    event_id: &'a str,
+    mode: Mode,
+) -> Result<Change<'a>, &'static str> {
+    if !mode.accepts(envelope.livemode) {
+        return Err(LIVEMODE_MISMATCH);
+    }
+    let (kind, to) = machine::target_state(&envelope.event_type).ok_or(UNKNOWN_EVENT_TYPE)?;
+    Ok(Change {
+        resource_id: &envelope.resource_id,
+        kind,
+        to,
+        order_ref: envelope.data_str("order_ref"),
+        amount: envelope.data_str("amount"),
+        currency: envelope.data_str("currency"),
+        cause_kind: CauseKind::Event,
+        cause: event_id,
+        delivery: Some(event_id),
+    })
 }
 
 /// A batch from the deliveries queue or its dead-letter queue, message by message: one that
@@ -227,26 +235,10 @@ async fn process_batch(
                 Step::Done(Processed::AlreadyProcessed)
             }
             None => Step::Done(Processed::Missing),
-            Some((_, envelope)) => {
-                if !mode.accepts(envelope.livemode) {
-                    Step::Ignore(LIVEMODE_MISMATCH)
-                } else if let Some((kind, to)) = machine::target_state(&envelope.event_type) {
-                    let change = Change {
-                        resource_id: &envelope.resource_id,
-                        kind,
-                        to,
-                        order_ref: envelope.data_str("order_ref"),
-                        amount: envelope.data_str("amount"),
-                        currency: envelope.data_str("currency"),
-                        cause_kind: CauseKind::Event,
-                        cause: id,
-                        delivery: Some(id),
-                    };
-                    Step::Transition(transition::prepare(&change)?, change)
-                } else {
-                    Step::Ignore(UNKNOWN_EVENT_TYPE)
-                }
-            }
+            Some((_, envelope)) => match event_change(envelope, id, mode) {
+                Ok(change) => Step::Transition(transition::prepare(&change)?, change),
+                Err(reason) => Step::Ignore(reason),
+            },
         };
         steps.push(step);
     }

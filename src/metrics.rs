@@ -77,11 +77,9 @@ pub async fn snapshot(env: &Env, db: &D1Database) -> AppResult<Snapshot> {
         add("total", name, &label, n as i64);
     }
     // every configured secret, even one that verified nothing yet (an old one, safe to remove)
-    if let Ok(secrets) = config::secrets(env) {
-        for secret in secrets.secrets() {
-            s.verified_total
-                .entry(crate::receive::secret_id(secret.expose()))
-                .or_insert(0);
+    if let Ok(receive) = config::receive_config(env) {
+        for id in &receive.secret_ids {
+            s.verified_total.entry(id.clone()).or_insert(0);
         }
     }
     Ok(s)
