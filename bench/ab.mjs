@@ -9,11 +9,28 @@ import { readFile, readdir } from "node:fs/promises";
 import path from "node:path";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { startBenchWorker, ROOT, SECRET_NEW } from "./worker.mjs";
+import { startWorker, ROOT, SECRET_NEW } from "../tests/helpers/worker.mjs";
 
 const run = promisify(execFile);
-const paymos = process.env.PAYMOS_BIN ?? path.join(ROOT, "target/release/paymos");
-const STATEMENTS = JSON.parse(await readFile(path.join(ROOT, "bench/statements.json"), "utf8"));
+export const paymos = process.env.PAYMOS_BIN ?? path.join(ROOT, "target/release/paymos");
+/** The core's statements and plans, the JS receiver's STATEMENTS binding. */
+export const STATEMENTS = JSON.parse(await readFile(path.join(ROOT, "bench/statements.json"), "utf8"));
+
+/**
+ * A fresh worker for the benchmark, started as the tests start ours: any entry under the
+ * repository (ours, the JS receiver, the floors, one of them behind bench/meter.mjs), the
+ * STATEMENTS binding, `vars`; its logs drained unread.
+ */
+export function startBenchWorker(script, vars = {}) {
+  return startWorker({ scriptPath: path.join(ROOT, script), vars: { STATEMENTS, ...vars }, collectLogs: false });
+}
+
+/** `paymos load` against `url` (pre-signed requests over loopback); its JSON report. */
+export async function load(url, mode, concurrency, extra = []) {
+  const args = ["load", "--to", url, "--mode", mode, "--concurrency", String(concurrency), "--secret", SECRET_NEW, "--json", ...extra];
+  const { stdout } = await run(paymos, args, { maxBuffer: 64 << 20 });
+  return JSON.parse(stdout);
+}
 
 /**
  * CPU seconds (user + system, all threads) used so far by this process's workerd children:
@@ -33,13 +50,11 @@ export async function workerdCpuSeconds() {
 
 /** One load run against a fresh worker running `script`, with the runtime's CPU per request. */
 export async function measureOnce(script, mode, concurrency, seconds) {
-  const w = await startBenchWorker({ script, vars: { STATEMENTS } });
+  const w = await startBenchWorker(script);
   try {
-    const args = ["load", "--to", `${w.url}/webhooks/paymos`, "--mode", mode, "--concurrency", String(concurrency), "--duration-seconds", String(seconds), "--secret", SECRET_NEW, "--json"];
     const cpu0 = await workerdCpuSeconds();
-    const { stdout } = await run(paymos, args, { maxBuffer: 64 << 20 });
+    const r = await load(`${w.url}/webhooks/paymos`, mode, concurrency, ["--duration-seconds", String(seconds)]);
     const cpu = (await workerdCpuSeconds()) - cpu0;
-    const r = JSON.parse(stdout);
     // includes what the consumer does meanwhile (new deliveries), as the throughput does
     r.runtime_cpu_us_per_request = r.requests ? (cpu * 1e6) / r.requests : null;
     return r;

@@ -6,17 +6,14 @@
 // keeps up at the maximum rate, and (ours) the way to the order system. Prints the tables and
 // writes bench/results/latest.json.
 // No assertion on time anywhere: these machines are shared and noisy, ratios from one run are what counts.
-import { execFile, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { readFile, writeFile, mkdir, stat } from "node:fs/promises";
 import { gzipSync } from "node:zlib";
 import os from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
-import { startBenchWorker, ROOT, SECRET_NEW } from "./worker.mjs";
-import { paired, pairedRatio } from "./ab.mjs";
-import { freePort } from "../tests/helpers/worker.mjs";
+import { paired, pairedRatio, load, startBenchWorker, paymos } from "./ab.mjs";
+import { freePort, ROOT } from "../tests/helpers/worker.mjs";
 
-const run = promisify(execFile);
 const quick = process.argv.includes("--quick");
 // --only=throughput,cost,keep_up,e2e runs some parts (while developing); the default is all
 const only = process.argv.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",");
@@ -33,17 +30,9 @@ const COST_NEW = quick ? 400 : 2000;
 const COST_DUPLICATES = quick ? 200 : 1000;
 const E2E_INVOICES = quick ? 50 : 200;
 const E2E_OPEN_LOOP = quick ? 200 : 1000;
-const paymos = process.env.PAYMOS_BIN ?? path.join(ROOT, "target/release/paymos");
 // the Standard Webhooks secret shared with `paymos orders`: whsec_ + base64 of the key bytes
 const ORDER_SECRET = "whsec_" + Buffer.from("paymos-bench-order-system-key-32").toString("base64");
-const STATEMENTS = JSON.parse(await readFile(path.join(ROOT, "bench/statements.json"), "utf8"));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function load(url, mode, concurrency, extra = []) {
-  const args = ["load", "--to", url, "--mode", mode, "--concurrency", String(concurrency), "--secret", SECRET_NEW, "--json", ...extra];
-  const { stdout } = await run(paymos, args, { maxBuffer: 64 << 20 });
-  return JSON.parse(stdout);
-}
 
 const workers = {
   rust: { label: "ours (Rust → wasm)", script: "build/index.js", metered: "bench/metered-ours.mjs" },
@@ -59,7 +48,7 @@ const results = {
 };
 
 async function withWorker(script, vars, fn) {
-  const w = await startBenchWorker({ script, vars: { STATEMENTS, ...vars } });
+  const w = await startBenchWorker(script, vars);
   try {
     return await fn(w);
   } finally {

@@ -91,7 +91,12 @@ export async function startWorker({ vars = {}, persistDir, port: fixedPort, logL
         // another script under the same bindings: the benchmark's comparison workers
         scriptPath: scriptPath ?? path.join(ROOT, "build/index.js"),
         modules: true,
-        modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"], fallthrough: true }],
+        // .js imports as ES modules: the benchmark's metered entries import the worker
+        modulesRoot: ROOT,
+        modulesRules: [
+          { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+          { type: "CompiledWasm", include: ["**/*.wasm"], fallthrough: true },
+        ],
         compatibilityDate: workerOptions.compatibilityDate ?? "2025-09-23",
         bindings: {
           ...(workerOptions.bindings ?? {}),
