@@ -21,6 +21,17 @@ use crate::clock;
 use crate::db::{Fault, Rows};
 use crate::rng::Rng;
 
+/// SQL: effect `e` is held back behind an earlier effect of its resource that will not go out
+/// by itself: a dead one (until an operator redelivers it) or a fulfilment still lacking its
+/// order_ref. Such an effect stays pending by design; the drain and (c) allow for it.
+macro_rules! held_back {
+    () => {
+        "EXISTS (SELECT 1 FROM effect p WHERE p.resource_id = e.resource_id AND p.id < e.id \
+           AND (p.dispatch = 'dead' \
+                OR (p.dispatch = 'pending' AND p.kind = 'fulfilment' AND p.order_ref IS NULL)))"
+    };
+}
+
 /// wrangler.toml: `max_retries = 20` on the effects queue.
 pub const EFFECTS_MAX_RETRIES: u32 = 20;
 /// The effects dead-letter queue's consumer: the platform's default.
@@ -1053,12 +1064,12 @@ impl Sim<'_> {
         }
         self.check_delivered_received("at quiescence");
         // (c) every effect delivered or dead, but a fulfilment whose order_ref was never learned
-        let rows = self.db.inspect(
-            "SELECT e.resource_id, e.kind, e.dispatch, e.order_ref, e.attempts, e.last_error, \
-               EXISTS (SELECT 1 FROM effect p WHERE p.resource_id = e.resource_id \
-                 AND p.id < e.id AND (p.dispatch = 'dead' OR (p.dispatch = 'pending' AND p.kind = 'fulfilment' AND p.order_ref IS NULL))) AS parked \
-             FROM effect e ORDER BY e.id",
-        );
+        let rows = self.db.inspect(concat!(
+            "SELECT e.resource_id, e.kind, e.dispatch, e.order_ref, e.attempts, \
+                   e.last_error, ",
+            held_back!(),
+            " AS parked FROM effect e ORDER BY e.id"
+        ));
         for i in 0..rows.rows.len() {
             let dispatch = rows.text(i, "dispatch").unwrap_or_default();
             if dispatch == "delivered" || dispatch == "dead" {
@@ -1118,12 +1129,10 @@ impl Sim<'_> {
         if !self.fx.dlq.is_empty() || !self.fx.actors.is_empty() || self.fx.queue.is_empty() {
             return false;
         }
-        let parked = self.db.inspect(
-            "SELECT e.effect_id FROM effect e WHERE e.dispatch = 'pending' AND EXISTS \
-               (SELECT 1 FROM effect p WHERE p.resource_id = e.resource_id AND p.id < e.id \
-                  AND (p.dispatch = 'dead' OR (p.dispatch = 'pending' \
-                    AND p.kind = 'fulfilment' AND p.order_ref IS NULL)))",
-        );
+        let parked = self.db.inspect(concat!(
+            "SELECT e.effect_id FROM effect e WHERE e.dispatch = 'pending' AND ",
+            held_back!()
+        ));
         let parked: Vec<String> = (0..parked.rows.len())
             .filter_map(|i| parked.text(i, "effect_id"))
             .collect();
@@ -1132,12 +1141,11 @@ impl Sim<'_> {
 
     fn claimable_pending(&self) -> i64 {
         self.db
-            .inspect(
+            .inspect(concat!(
                 "SELECT count(*) AS n FROM effect e WHERE dispatch = 'pending' \
-                 AND (kind <> 'fulfilment' OR order_ref IS NOT NULL) \
-                 AND NOT EXISTS (SELECT 1 FROM effect p WHERE p.resource_id = e.resource_id \
-                   AND p.id < e.id AND (p.dispatch = 'dead' OR (p.dispatch = 'pending' AND p.kind = 'fulfilment' AND p.order_ref IS NULL)))",
-            )
+                     AND (kind <> 'fulfilment' OR order_ref IS NOT NULL) AND NOT ",
+                held_back!()
+            ))
             .int(0, "n")
             .unwrap_or(0)
     }
