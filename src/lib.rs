@@ -3,6 +3,7 @@
 
 mod admin;
 mod alerts;
+mod body;
 mod config;
 mod consume;
 mod counters;
@@ -85,6 +86,16 @@ fn path_of(url: &str) -> &str {
 }
 
 async fn route(req: worker::worker_sys::web_sys::Request, env: &Env) -> Result<Response> {
+    // the same request object (a reference, not `Request.clone()`, which would tee the body)
+    let same = Clone::clone(&req);
+    let resp = handle(req, env).await;
+    // a refusal that did not read the body (no token, a bad id, too large) still drains it,
+    // or workerd drops the client's keep-alive connection under its next request (body.rs)
+    body::drain_unread(&same).await;
+    resp
+}
+
+async fn handle(req: worker::worker_sys::web_sys::Request, env: &Env) -> Result<Response> {
     let url = req.url();
     if path_of(&url) == "/webhooks/paymos" {
         return if req.method() == "POST" {

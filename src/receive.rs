@@ -3,7 +3,6 @@
 use crate::error::{AppError, AppResult};
 use crate::queue::{self, DeliveryMessage};
 use crate::{config, sql};
-use futures_util::StreamExt;
 use paymos_core::{is_valid_event_id, parse_envelope, signature};
 use worker::worker_sys::web_sys;
 use worker::{js_sys, wasm_bindgen_futures::JsFuture, Date, Env, Response};
@@ -123,7 +122,7 @@ async fn handle(
     if declared.is_some_and(|n| n > max as u64) {
         return Err(AppError::PayloadTooLarge);
     }
-    let body = read_body(req, declared, max).await?;
+    let body = read_body(&req, declared, max).await?;
 
     let now = (Date::now().as_millis() / 1000) as i64;
     let sig = header(headers, "X-Webhook-Signature");
@@ -168,8 +167,8 @@ pub fn secret_id(secret: &str) -> String {
 
 /// Reads the body, never buffering more than `max` bytes. With a Content-Length (already
 /// checked against `max`) the body is taken in one piece, the fast path; without one (chunked)
-/// it is read as it streams and refused as soon as it passes the limit.
-async fn read_body(req: web_sys::Request, declared: Option<u64>, max: usize) -> AppResult<Vec<u8>> {
+/// it is read as it streams and refused as soon as it passes the limit (`body::read_capped`).
+async fn read_body(req: &web_sys::Request, declared: Option<u64>, max: usize) -> AppResult<Vec<u8>> {
     let unreadable = || {
         AppError::BadRequest(
             "unreadable_body",
@@ -187,25 +186,8 @@ async fn read_body(req: web_sys::Request, declared: Option<u64>, max: usize) -> 
             Ok(body)
         };
     }
-    read_capped(&mut worker::Request::from(req), max, unreadable).await
-}
-
-async fn read_capped(
-    req: &mut worker::Request,
-    max: usize,
-    unreadable: impl Fn() -> AppError,
-) -> AppResult<Vec<u8>> {
-    // no body at all (e.g. Content-Length: 0): an empty one
-    let Ok(mut stream) = req.stream() else {
-        return Ok(Vec::new());
-    };
-    let mut body = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|_| unreadable())?;
-        if body.len() + chunk.len() > max {
-            return Err(AppError::PayloadTooLarge);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+    crate::body::read_capped(req, max).await.map_err(|e| match e {
+        crate::body::ReadError::TooLarge => AppError::PayloadTooLarge,
+        crate::body::ReadError::Unreadable => unreadable(),
+    })
 }
