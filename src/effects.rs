@@ -177,16 +177,16 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
     let timeout_ms = config::order_system_timeout_ms(env);
     let now = (Date::now().as_millis() / 1000) as i64;
 
-    // each effect's step before any POST; those to post, posted concurrently
-    let mut steps: Vec<(&str, Step)> = Vec::with_capacity(ids.len());
-    let mut to_post: Vec<(&str, &EffectRow, &SignedEndpoint)> = Vec::new();
-    for id in &ids {
-        let row = rows.iter().find(|r| r.effect.id == *id);
-        match before_post(row, &order_system, scale, now) {
-            Ok((effect, endpoint)) => to_post.push((id, effect, endpoint)),
-            Err(step) => steps.push((id, step)),
-        }
-    }
+    // each effect's plan before any POST; those to post, posted concurrently
+    let plans: Vec<(&str, Result<(&EffectRow, &SignedEndpoint), Step>)> = ids
+        .iter()
+        .map(|id| {
+            let row = rows.iter().find(|r| r.effect.id == *id);
+            (*id, before_post(row, &order_system, scale, now))
+        })
+        .collect();
+    let to_post: Vec<(&EffectRow, &SignedEndpoint)> =
+        plans.iter().filter_map(|(_, plan)| plan.as_ref().ok().copied()).collect();
     // in waves of at most SIMULTANEOUS_POSTS: a Worker invocation keeps 6 connections open at
     // once and queues the rest, and a queued request's timeout would run while it waits
     let mut posted = Vec::with_capacity(to_post.len());
@@ -194,48 +194,40 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
         posted.extend(
             futures_util::future::join_all(
                 wave.iter()
-                    .map(|(_, effect, endpoint)| post(endpoint, effect, timeout_ms)),
+                    .map(|(effect, endpoint)| post(endpoint, effect, timeout_ms)),
             )
             .await,
         );
     }
-    let mut outcomes = Vec::with_capacity(posted.len());
-    for ((id, effect, _), result) in to_post.iter().zip(posted.iter()) {
-        let (outcome, step) = match result {
-            Ok(()) => (DispatchOutcome::Delivered, Step::Ack("delivered", None)),
-            Err(error) => {
-                let failed = u32::try_from(effect.attempts + 1).unwrap_or(u32::MAX);
-                match effect_retry_delay(failed, scale) {
-                    Some(delay) => (
-                        DispatchOutcome::Failed {
-                            error,
-                            retry_in_seconds: delay,
-                        },
-                        Step::Retry(delay, "retry", Some(error.clone())),
-                    ),
-                    None => (
-                        DispatchOutcome::Dead { error },
-                        Step::Ack("dead", Some(error.clone())),
-                    ),
-                }
-            }
+    // one record per effect: its step, and the outcome statement it adds to the batch (the
+    // waits are deferred in the same batch)
+    let mut posted = posted.iter();
+    let mut outcomes = Vec::with_capacity(plans.len());
+    let mut dispatches: Vec<Dispatch> = Vec::with_capacity(plans.len());
+    for (id, plan) in plans {
+        let (step, outcome) = match plan {
+            Ok((effect, _)) => match posted.next() {
+                Some(result) => after_post(effect, result, scale),
+                None => (Step::Retry(60, "error", Some("no result".into())), None), // one per post
+            },
+            Err(Step::Wait(delay)) => (
+                Step::Wait(delay),
+                Some(DispatchOutcome::Deferred {
+                    look_in_seconds: delay,
+                }),
+            ),
+            Err(step) => (step, None),
         };
-        outcomes.push(sql::dispatch_outcome_statement(id, &outcome));
-        steps.push((id, step));
-    }
-    // the waits, deferred in the same batch
-    let waits: Vec<(&str, u32)> = steps
-        .iter()
-        .filter_map(|(id, step)| match step {
-            Step::Wait(delay) => Some((*id, *delay)),
-            _ => None,
-        })
-        .collect();
-    for (id, delay) in &waits {
-        let deferred = DispatchOutcome::Deferred {
-            look_in_seconds: *delay,
-        };
-        outcomes.push(sql::dispatch_outcome_statement(id, &deferred));
+        let statement = outcome.map(|o| {
+            outcomes.push(sql::dispatch_outcome_statement(id, &o));
+            outcomes.len() - 1
+        });
+        dispatches.push(Dispatch {
+            id,
+            step,
+            statement,
+            answered: false,
+        });
     }
     let wrote = match sql::record_dispatch_outcomes(&db, &outcomes).await {
         Ok(wrote) => wrote,
@@ -244,39 +236,33 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
             return Ok(());
         }
     };
-    // the waits this batch holds (their DEFER_EFFECT returned the row), in `waits`' order
-    let held: Vec<&str> = waits
-        .iter()
-        .zip(wrote.iter().skip(outcomes.len() - waits.len()))
-        .filter(|(_, wrote)| **wrote)
-        .map(|((id, _), _)| *id)
-        .collect();
 
-    let mut answered: Vec<&str> = Vec::with_capacity(readable.len());
     for (message, id) in &readable {
-        if answered.contains(&id.as_str()) {
+        let Some(d) = dispatches.iter_mut().find(|d| d.id == id.as_str()) else {
+            message.ack(); // every id has a record; kept total for the compiler
+            continue;
+        };
+        if d.answered {
             // the same effect twice in one batch: it was handled once, above
             log::line("dispatch", id, "duplicate_message", None);
             message.ack();
             continue;
         }
-        answered.push(id);
-        match steps
-            .iter()
-            .find(|(s, _)| *s == id.as_str())
-            .map(|(_, step)| step)
-        {
-            Some(Step::Ack(outcome, detail)) => {
+        d.answered = true;
+        match &d.step {
+            Step::Ack(outcome, detail) => {
                 log::line("dispatch", id, outcome, detail.as_deref());
                 message.ack();
             }
-            Some(Step::Retry(delay, outcome, detail)) => {
+            Step::Retry(delay, outcome, detail) => {
                 let detail = format!("{}; retry in {delay}s", detail.as_deref().unwrap_or(""));
                 log::line("dispatch", id, outcome, Some(&detail));
                 message.retry_in(*delay);
             }
-            Some(Step::Wait(delay)) => {
-                let detail = if !held.contains(&id.as_str()) {
+            Step::Wait(delay) => {
+                // this batch holds the wait when its DEFER_EFFECT returned the row
+                let holds = d.statement.and_then(|i| wrote.get(i)).copied().unwrap_or(false);
+                let detail = if !holds {
                     // a copy of the message that holds the wait: nothing more to send
                     "another message holds the wait".to_string()
                 } else {
@@ -289,10 +275,50 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
                 log::line("dispatch", id, "waiting_for_earlier", Some(&detail));
                 message.ack();
             }
-            None => message.ack(), // every id has a step; kept total for the compiler
         }
     }
     Ok(())
+}
+
+/// One effect of a dispatcher batch: what its messages are answered, and the index of the
+/// outcome statement it added to the batch, if any.
+struct Dispatch<'a> {
+    id: &'a str,
+    step: Step,
+    statement: Option<usize>,
+    /// a second message for the same effect is answered as a duplicate
+    answered: bool,
+}
+
+/// A POST's result as the effect's step and the outcome to record.
+fn after_post<'a>(
+    effect: &EffectRow,
+    result: &'a Result<(), String>,
+    scale: f64,
+) -> (Step, Option<DispatchOutcome<'a>>) {
+    let error = match result {
+        Ok(()) => {
+            return (
+                Step::Ack("delivered", None),
+                Some(DispatchOutcome::Delivered),
+            )
+        }
+        Err(error) => error,
+    };
+    let failed = u32::try_from(effect.attempts + 1).unwrap_or(u32::MAX);
+    match effect_retry_delay(failed, scale) {
+        Some(delay) => (
+            Step::Retry(delay, "retry", Some(error.clone())),
+            Some(DispatchOutcome::Failed {
+                error,
+                retry_in_seconds: delay,
+            }),
+        ),
+        None => (
+            Step::Ack("dead", Some(error.clone())),
+            Some(DispatchOutcome::Dead { error }),
+        ),
+    }
 }
 
 /// The effects dead-letter queue: the dispatcher itself kept failing (not the order system:

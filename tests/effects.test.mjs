@@ -246,6 +246,39 @@ test("a fulfilment made before its order_ref is known waits, then goes out with 
   }
 });
 
+test("one effect's id three times in one queue batch: posted once, the copies answered as duplicates", async () => {
+  // pending in pull mode first, so that nothing has sent it yet
+  const dir = await mkdtemp(path.join(tmpdir(), "paymos-dup-batch-"));
+  try {
+    const pull = await startWorker({ persistDir: dir, vars: { ORDER_SYSTEM_URL: "" } });
+    const inv = randomId("inv_");
+    const env = envelope("invoice.paid", inv, { data: { order_ref: "order_dup_1" } });
+    try {
+      await deliver(pull.url, env);
+      await pull.processed(env.event_id);
+    } finally {
+      await pull.close();
+    }
+    const w = await startWorker({ persistDir: dir, vars: VARS() });
+    try {
+      const [effect] = (await admin(w.url, "GET", `/resources/${inv}`)).json.effects;
+      assert.equal(effect.dispatch, "pending");
+      const effects = await w.mf.getQueueProducer("EFFECTS");
+      await effects.sendBatch([1, 2, 3].map(() => ({ body: { effect_id: effect.id } })));
+      await eventually("the fulfilment to be shipped", () => shippedFor(inv).length === 1);
+      const lines = () => w.logs.filter((l) => l.stage === "dispatch" && l.event_id === effect.id).map((l) => l.outcome);
+      await eventually("all three messages answered", () => lines().length === 3);
+      assert.deepEqual(lines().sort(), ["delivered", "duplicate_message", "duplicate_message"]);
+      assert.equal(os.state.received.filter((e) => e.id === effect.id).length, 1, "one POST");
+      assert.equal((await admin(w.url, "GET", `/resources/${inv}`)).json.effects[0].dispatch, "delivered");
+    } finally {
+      await w.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test("no ORDER_SYSTEM_URL: effects stay pending in the feed, oldest first, cursor-paged, filtered", async () => {
   const w = await startWorker({ vars: { ORDER_SYSTEM_URL: "" } });
   try {
