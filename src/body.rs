@@ -74,13 +74,13 @@ async fn next_chunk(
     let result = JsFuture::from(reader.read())
         .await
         .map_err(|_| ReadError::Unreadable)?;
-    let done = Reflect::get(&result, &JsValue::from_str("done"))
-        .map_err(|_| ReadError::Unreadable)?;
+    let done =
+        Reflect::get(&result, &JsValue::from_str("done")).map_err(|_| ReadError::Unreadable)?;
     if done.is_truthy() {
         return Ok(None);
     }
-    let value = Reflect::get(&result, &JsValue::from_str("value"))
-        .map_err(|_| ReadError::Unreadable)?;
+    let value =
+        Reflect::get(&result, &JsValue::from_str("value")).map_err(|_| ReadError::Unreadable)?;
     value
         .dyn_into::<Uint8Array>()
         .map(Some)

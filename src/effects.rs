@@ -178,15 +178,17 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
     let now = (Date::now().as_millis() / 1000) as i64;
 
     // each effect's plan before any POST; those to post, posted concurrently
-    let plans: Vec<(&str, Result<(&EffectRow, &SignedEndpoint), Step>)> = ids
+    let plans: Vec<(&str, Plan)> = ids
         .iter()
         .map(|id| {
             let row = rows.iter().find(|r| r.effect.id == *id);
             (*id, before_post(row, &order_system, scale, now))
         })
         .collect();
-    let to_post: Vec<(&EffectRow, &SignedEndpoint)> =
-        plans.iter().filter_map(|(_, plan)| plan.as_ref().ok().copied()).collect();
+    let to_post: Vec<(&EffectRow, &SignedEndpoint)> = plans
+        .iter()
+        .filter_map(|(_, plan)| plan.as_ref().ok().copied())
+        .collect();
     // in waves of at most SIMULTANEOUS_POSTS: a Worker invocation keeps 6 connections open at
     // once and queues the rest, and a queued request's timeout would run while it waits
     let mut posted = Vec::with_capacity(to_post.len());
@@ -261,7 +263,11 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
             }
             Step::Wait(delay) => {
                 // this batch holds the wait when its DEFER_EFFECT returned the row
-                let holds = d.statement.and_then(|i| wrote.get(i)).copied().unwrap_or(false);
+                let holds = d
+                    .statement
+                    .and_then(|i| wrote.get(i))
+                    .copied()
+                    .unwrap_or(false);
                 let detail = if !holds {
                     // a copy of the message that holds the wait: nothing more to send
                     "another message holds the wait".to_string()
@@ -348,12 +354,15 @@ enum Step {
 }
 
 /// What happens to one loaded effect before any request: `Ok` to post it now, else its step.
+type Plan<'a> = Result<(&'a EffectRow, &'a SignedEndpoint), Step>;
+
+/// The plan for one loaded effect (`None`: its row is gone).
 fn before_post<'a>(
     row: Option<&'a DispatchRow>,
     order_system: &'a Result<Option<SignedEndpoint>, String>,
     scale: f64,
     now: i64,
-) -> Result<(&'a EffectRow, &'a SignedEndpoint), Step> {
+) -> Plan<'a> {
     let Some(row) = row else {
         return Err(Step::Ack("missing", None));
     };

@@ -168,7 +168,11 @@ pub fn secret_id(secret: &str) -> String {
 /// Reads the body, never buffering more than `max` bytes. With a Content-Length (already
 /// checked against `max`) the body is taken in one piece, the fast path; without one (chunked)
 /// it is read as it streams and refused as soon as it passes the limit (`body::read_capped`).
-async fn read_body(req: &web_sys::Request, declared: Option<u64>, max: usize) -> AppResult<Vec<u8>> {
+async fn read_body(
+    req: &web_sys::Request,
+    declared: Option<u64>,
+    max: usize,
+) -> AppResult<Vec<u8>> {
     let unreadable = || {
         AppError::BadRequest(
             "unreadable_body",
@@ -186,8 +190,10 @@ async fn read_body(req: &web_sys::Request, declared: Option<u64>, max: usize) ->
             Ok(body)
         };
     }
-    crate::body::read_capped(req, max).await.map_err(|e| match e {
-        crate::body::ReadError::TooLarge => AppError::PayloadTooLarge,
-        crate::body::ReadError::Unreadable => unreadable(),
-    })
+    crate::body::read_capped(req, max)
+        .await
+        .map_err(|e| match e {
+            crate::body::ReadError::TooLarge => AppError::PayloadTooLarge,
+            crate::body::ReadError::Unreadable => unreadable(),
+        })
 }

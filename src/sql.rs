@@ -344,7 +344,7 @@ pub fn read_transition(
             .collect(),
         None => Vec::new(),
     };
-    let row = first_row::<ReadBack>(&results, statements.len().wrapping_sub(1))?
+    let row = first_row::<ReadBack>(results, statements.len().wrapping_sub(1))?
         .ok_or_else(|| DbError("transition read-back returned no row".into()))?;
     Ok(TransitionResult {
         released,
