@@ -148,97 +148,82 @@ impl Snapshot {
     pub fn prometheus(&self) -> String {
         let f = &self.facts;
         let mut out = String::new();
-        let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-            for (labels, value) in samples {
-                let _ = writeln!(out, "{name}{labels} {value}");
-            }
+        let labelled = |label: &str, rows: &[(&str, i64)]| -> Vec<(String, f64)> {
+            rows.iter()
+                .map(|(v, n)| (format!("{{{label}=\"{v}\"}}"), *n as f64))
+                .collect()
         };
-        let one = |v: i64| vec![(String::new(), v as f64)];
-        metric(
+        family(
+            &mut out,
             "paymos_deliveries",
             "gauge",
             "Deliveries on record by outcome (unprocessed: not processed yet).",
-            &[
-                ("applied", f.applied),
-                ("stale", f.stale),
-                ("ignored", f.ignored),
-                ("dead", f.dead),
-                ("unprocessed", f.unprocessed),
-            ]
-            .map(|(o, n)| (format!("{{outcome=\"{o}\"}}"), n as f64)),
-        );
-        metric(
-            "paymos_deliveries_unprocessed",
-            "gauge",
-            "Deliveries received and not processed yet.",
-            &one(f.unprocessed),
-        );
-        metric(
-            "paymos_deliveries_oldest_unprocessed_seconds",
-            "gauge",
-            "Age of the oldest unprocessed delivery (0 when there is none).",
-            &one(f.oldest_unprocessed_seconds.unwrap_or(0)),
-        );
-        metric(
-            "paymos_deliveries_dead",
-            "gauge",
-            "Deliveries whose processing kept failing (replayable).",
-            &one(f.dead),
-        );
-        metric(
-            "paymos_livemode_mismatches",
-            "gauge",
-            "Deliveries ignored because their livemode is not this deployment's mode.",
-            &one(f.livemode_mismatches),
+            &labelled(
+                "outcome",
+                &[
+                    ("applied", f.applied),
+                    ("stale", f.stale),
+                    ("ignored", f.ignored),
+                    ("dead", f.dead),
+                    ("unprocessed", f.unprocessed),
+                ],
+            ),
         );
         let last = f
             .last_received_at
             .as_deref()
             .and_then(unix_of_iso)
             .unwrap_or(0);
-        metric(
-            "paymos_last_delivery_timestamp_seconds",
-            "gauge",
-            "When the last delivery was received (unix seconds; 0: never).",
-            &one(last),
+        gauges(
+            &mut out,
+            &[
+                (
+                    "paymos_deliveries_unprocessed",
+                    "Deliveries received and not processed yet.",
+                    f.unprocessed,
+                ),
+                (
+                    "paymos_deliveries_oldest_unprocessed_seconds",
+                    "Age of the oldest unprocessed delivery (0 when there is none).",
+                    f.oldest_unprocessed_seconds.unwrap_or(0),
+                ),
+                (
+                    "paymos_deliveries_dead",
+                    "Deliveries whose processing kept failing (replayable).",
+                    f.dead,
+                ),
+                (
+                    "paymos_livemode_mismatches",
+                    "Deliveries ignored because their livemode is not this deployment's mode.",
+                    f.livemode_mismatches,
+                ),
+                (
+                    "paymos_last_delivery_timestamp_seconds",
+                    "When the last delivery was received (unix seconds; 0: never).",
+                    last,
+                ),
+            ],
         );
-        metric(
+        family(
+            &mut out,
             "paymos_effects",
             "gauge",
             "Effects in the outbox by dispatch state.",
-            &[
-                ("pending", f.effects_pending),
-                ("delivered", f.effects_delivered),
-                ("dead", f.effects_dead),
-            ]
-            .map(|(d, n)| (format!("{{dispatch=\"{d}\"}}"), n as f64)),
+            &labelled(
+                "dispatch",
+                &[
+                    ("pending", f.effects_pending),
+                    ("delivered", f.effects_delivered),
+                    ("dead", f.effects_dead),
+                ],
+            ),
         );
-        metric(
-            "paymos_effects_pending",
-            "gauge",
-            "Effects not delivered to the order system yet.",
-            &one(f.effects_pending),
-        );
-        metric(
-            "paymos_effects_dead",
-            "gauge",
-            "Effects the order system did not take within the retry ladder (redeliverable).",
-            &one(f.effects_dead),
-        );
-        metric(
-            "paymos_effects_awaiting_order_ref",
-            "gauge",
-            "Fulfilments waiting for their order_ref before they can be sent.",
-            &one(f.effects_awaiting_order_ref),
-        );
-        metric(
-            "paymos_effects_oldest_pending_seconds",
-            "gauge",
-            "Age of the oldest pending effect (0 when there is none).",
-            &one(f.oldest_pending_effect_seconds.unwrap_or(0)),
-        );
+        gauges(&mut out, &[
+            ("paymos_effects_pending", "Effects not delivered to the order system yet.", f.effects_pending),
+            ("paymos_effects_dead", "Effects the order system did not take within the retry ladder (redeliverable).", f.effects_dead),
+            ("paymos_effects_awaiting_order_ref", "Fulfilments waiting for their order_ref before they can be sent.", f.effects_awaiting_order_ref),
+            ("paymos_effects_oldest_pending_seconds", "Age of the oldest pending effect (0 when there is none).", f.oldest_pending_effect_seconds.unwrap_or(0)),
+        ]);
         let refused = |m: &BTreeMap<(String, String), i64>| -> Vec<(String, f64)> {
             m.iter()
                 .map(|((status, code), n)| {
@@ -253,19 +238,22 @@ impl Snapshot {
                 })
                 .collect()
         };
-        metric(
+        family(
+            &mut out,
             "paymos_requests_refused_total",
             "counter",
             "Requests refused (401, 400, 413) by status and reason, since counting began.",
             &refused(&self.refused_total),
         );
-        metric(
+        family(
+            &mut out,
             "paymos_requests_refused_last_hour",
             "gauge",
             "Requests refused (401, 400, 413) by status and reason in the last hour.",
             &refused(&self.refused_hour),
         );
-        metric(
+        family(
+            &mut out,
             "paymos_signatures_verified_total",
             "counter",
             "Accepted signatures by configured secret (first 8 hex of its SHA-256).",
@@ -276,31 +264,29 @@ impl Snapshot {
                 .collect::<Vec<_>>(),
         );
         let r = self.reconciliation_facts();
-        metric(
-            "paymos_reconciliation_last_ok",
-            "gauge",
-            "1 if the last reconciliation run finished with nothing missing, unprocessed or doubled.",
-            &one(i64::from(r.as_ref().is_some_and(|r| r.ok))),
-        );
-        metric(
-            "paymos_reconciliation_last_missing",
-            "gauge",
-            "Paid invoices the last reconciliation run found with no invoice.paid on record.",
-            &one(r.as_ref().map_or(0, |r| r.missing)),
-        );
-        metric(
-            "paymos_alerts_open",
-            "gauge",
-            "Open alerts.",
-            &one(f.alerts_open),
-        );
-        metric(
-            "paymos_config_warnings",
-            "gauge",
-            "Configuration problems (see /admin/api/metrics config.warnings).",
-            &one(self.warnings.len() as i64),
-        );
+        gauges(&mut out, &[
+            ("paymos_reconciliation_last_ok", "1 if the last reconciliation run finished with nothing missing, unprocessed or doubled.", i64::from(r.as_ref().is_some_and(|r| r.ok))),
+            ("paymos_reconciliation_last_missing", "Paid invoices the last reconciliation run found with no invoice.paid on record.", r.as_ref().map_or(0, |r| r.missing)),
+            ("paymos_alerts_open", "Open alerts.", f.alerts_open),
+            ("paymos_config_warnings", "Configuration problems (see /admin/api/metrics config.warnings).", self.warnings.len() as i64),
+        ]);
         out
+    }
+}
+
+/// One metric family: `# HELP`, `# TYPE`, then its samples (labels, value).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{labels} {value}");
+    }
+}
+
+/// Families of one unlabelled gauge each: (name, help, value).
+fn gauges(out: &mut String, rows: &[(&str, &str, i64)]) {
+    for (name, help, value) in rows {
+        family(out, name, "gauge", help, &[(String::new(), *value as f64)]);
     }
 }
 
