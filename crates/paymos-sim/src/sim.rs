@@ -12,7 +12,7 @@ use paymos_core::{
 };
 
 use crate::clock;
-use crate::db::{Db, Fault, Rows};
+use crate::db::{Db, Exec, Fault, Rows};
 use crate::rng::Rng;
 use crate::world::{self, World};
 use crate::{Options, Report, Stats};
@@ -554,6 +554,17 @@ impl<'o> Sim<'o> {
         }
     }
 
+    /// One statement on delivery `d`'s row under the chaos plan's fault; if it committed, the
+    /// checker is told that `who` may have changed the row.
+    fn write_delivery(&mut self, d: usize, who: Who, b: &Bound<'_>) -> Exec {
+        let fault = self.fault_write();
+        let ex = self.db.run(b, fault);
+        if ex.committed {
+            self.touched_d.push((d, who));
+        }
+        ex
+    }
+
     fn fault_write(&mut self) -> Fault {
         if !self.chaos {
             return Fault::None;
@@ -881,11 +892,7 @@ impl<'o> Sim<'o> {
                     Arg::text(&w.body),
                 ]);
                 let b = own(b);
-                let fault = self.fault_write();
-                let ex = self.db.run(&b, fault);
-                if ex.committed {
-                    self.touched_d.push((d, Who::Insert));
-                }
+                let ex = self.write_delivery(d, Who::Insert, &b);
                 match ex.result {
                     Ok(rows) => {
                         let new = !rows[0].is_empty();
@@ -1006,14 +1013,11 @@ impl<'o> Sim<'o> {
                 self.actors.push(Actor::Consume { msg, phase: next });
             }
             Cons::Ignore(reason) => {
-                let fault = self.fault_write();
-                let ex = self.db.run(
+                let ex = self.write_delivery(
+                    d,
+                    Who::Ignore,
                     &st::MARK_IGNORED.bind(vec![Arg::text(&id), Arg::text(reason)]),
-                    fault,
                 );
-                if ex.committed {
-                    self.touched_d.push((d, Who::Ignore));
-                }
                 match ex.result {
                     Ok(_) => {
                         self.trace(format!("consumer: {id} ignored ({reason})"));
@@ -1068,14 +1072,11 @@ impl<'o> Sim<'o> {
             }
             Cons::Fail(error) => {
                 // best effort: D1 may be what is failing
-                let fault = self.fault_write();
-                let ex = self.db.run(
+                self.write_delivery(
+                    d,
+                    Who::Failure,
                     &st::RECORD_FAILURE.bind(vec![Arg::text(&id), Arg::text(&error)]),
-                    fault,
                 );
-                if ex.committed {
-                    self.touched_d.push((d, Who::Failure));
-                }
                 let delay = consumer_retry_delay(RETRY_BASE_SECONDS, i64::from(msg.attempts));
                 self.trace(format!(
                     "consumer: {id} failed ({error}); attempt {} → retry in {delay}s",
@@ -1368,14 +1369,11 @@ impl<'o> Sim<'o> {
             Some(f) => f(msg.generation),
             None => msg.generation,
         };
-        let fault = self.fault_write();
-        let ex = self.db.run(
+        let ex = self.write_delivery(
+            d,
+            Who::MarkDead,
             &st::MARK_DEAD.bind(vec![Arg::text(&id), Arg::opt_int(generation)]),
-            fault,
         );
-        if ex.committed {
-            self.touched_d.push((d, Who::MarkDead));
-        }
         match ex.result {
             Ok(rows) => {
                 if rows[0].is_empty()
@@ -1515,12 +1513,12 @@ impl<'o> Sim<'o> {
     /// `POST /admin/api/deliveries/{id}/replay`: the reset (then the send, a later step).
     fn replay_reset(&mut self, d: usize) {
         let id = self.eid(d).to_string();
-        let fault = self.fault_write();
-        let ex = self
-            .db
-            .run(&st::RESET_FOR_REPLAY.bind(vec![Arg::text(&id)]), fault);
+        let ex = self.write_delivery(
+            d,
+            Who::Reset,
+            &st::RESET_FOR_REPLAY.bind(vec![Arg::text(&id)]),
+        );
         if ex.committed {
-            self.touched_d.push((d, Who::Reset));
             self.stats.replays += 1;
         }
         match ex.result {
