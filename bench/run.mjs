@@ -307,7 +307,7 @@ for (const [name, row] of Object.entries(results.scenarios)) {
 if (results.glue_floor) {
   const g = results.glue_floor;
   say();
-  say(`Glue floor (crates/glue-floor against bench/glue-floor.js: one header, the log line, the fixed receipt; duplicates mode, 16 connections): Rust ${fmt(g.rust.throughput_rps)} req/s, ${fmt(g.rust.runtime_cpu_us_per_request, 0)} CPU µs/req; JS ${fmt(g.js.throughput_rps)} req/s, ${fmt(g.js.runtime_cpu_us_per_request, 0)} CPU µs/req; Rust ÷ JS req/s ${range(g.rust_over_js)}, CPU ${range(g.rust_over_js_cpu)}.`);
+  say(`Glue floor (crates/glue-floor against bench/glue-floor.js: one header, the body awaited, the log line, the fixed receipt; duplicates mode, 16 connections): Rust ${fmt(g.rust.throughput_rps)} req/s, ${fmt(g.rust.runtime_cpu_us_per_request, 0)} CPU µs/req, ${g.rust.non_2xx} failed; JS ${fmt(g.js.throughput_rps)} req/s, ${fmt(g.js.runtime_cpu_us_per_request, 0)} CPU µs/req, ${g.js.non_2xx} failed; Rust ÷ JS req/s ${range(g.rust_over_js)}, CPU ${range(g.rust_over_js_cpu)}.`);
 }
 if (part("cost")) {
   say();

@@ -1,6 +1,9 @@
 //! The glue floor (benchmark only): what a request costs in a Rust worker when the handler
 //! does as little as ours can — the same hand-exported async `fetch`, one header read, the
-//! receive log line, the fixed receipt — and nothing else (no body, no HMAC, no D1, no queue).
+//! body awaited (not copied into wasm), the receive log line, the fixed receipt — and nothing
+//! else (no HMAC, no D1, no queue). The body is read because a reply that leaves it unread
+//! makes workerd drop the keep-alive connection: the load's next request on it is reset
+//! (before this, half the floor's requests were resets, on both sides).
 //! `bench/glue-floor.js` does the same in JavaScript. Their ratio in `npm run bench` is the
 //! price of crossing into wasm and back through wasm-bindgen and workers-rs, whatever the
 //! handler does: the part of "ours ÷ JS" that no change to our own code can remove.
@@ -21,6 +24,7 @@ pub async fn fetch(
     _ctx: ::worker::worker_sys::Context,
 ) -> Result<web_sys::Response, JsValue> {
     let id = req.headers().get("X-Webhook-Id").ok().flatten();
+    ::worker::wasm_bindgen_futures::JsFuture::from(req.array_buffer()?).await?;
     let line = format!(
         r#"{{"stage":"receive","event_id":"{}","outcome":"duplicate","status":200}}"#,
         id.as_deref().unwrap_or("")
