@@ -27,9 +27,10 @@ const RECONCILE_CRON: &str = "17 3 * * *";
 
 /// The fetch handler, exported by hand rather than with `#[event(fetch)]` (as the queue handler
 /// below): the macro converts every request into workers-rs's `Request`, reading its `cf`
-/// object, method and URL, before any route runs. The webhook path, the hot one, takes the
-/// runtime's request as it is; every other route gets the converted one. Errors are answered
-/// as the macro does.
+/// object, method and URL, before any route runs. The export is synchronous: a delivery takes
+/// the receive fast path (`receive::receive_fast`, a chain of promise callbacks); everything
+/// else runs as an `async` route behind `future_to_promise`, as the macro's export would.
+/// Errors are answered as the macro does.
 mod fetch_export {
     use wasm_bindgen::prelude::wasm_bindgen;
     use wasm_bindgen::JsValue;
@@ -40,33 +41,59 @@ mod fetch_export {
         wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
         js_sys = ::worker::js_sys
     )]
-    pub async fn fetch(
+    pub fn fetch(
         req: web_sys::Request,
         env: ::worker::Env,
         ctx: ::worker::worker_sys::Context,
-    ) -> Result<web_sys::Response, JsValue> {
-        let resp = crate::route(req, &env).await;
-        // the isolate's counters, written at most once a minute, after the response: the
-        // `waitUntil` only when a flush is due, not a promise per request
-        if crate::counters::flush_due() {
-            ::worker::Context::new(ctx)
-                .wait_until(async move { crate::counters::flush(&env, false).await });
+    ) -> JsValue {
+        if crate::path_of(&req.url()) == crate::WEBHOOK_PATH && req.method() == "POST" {
+            use wasm_bindgen::JsCast;
+            // the same runtime objects (references; `Context` has no `Clone` of its own)
+            let ctx_after: ::worker::worker_sys::Context =
+                AsRef::<JsValue>::as_ref(&ctx).clone().unchecked_into();
+            let env_after = env.clone();
+            let after = move || crate::after_reply(env_after, ctx_after);
+            if let Some(reply) = crate::receive::receive_fast(&req, &env, after) {
+                return reply;
+            }
         }
-        use ::worker::IntoResponse;
-        let failed = |e: String| {
-            ::worker::console_error!("{}", e);
-            ::worker::Response::error("INTERNAL SERVER ERROR", 500)
-                .map_err(|e| JsValue::from_str(&e.to_string()))?
-                .into_raw()
-                .map_err(|e| JsValue::from_str(&e.into().to_string()))
-        };
-        match resp {
-            Ok(r) => match r.into_raw() {
-                Ok(raw) => Ok(raw),
-                Err(e) => failed(format!("Error converting response: {}", e.into())),
-            },
-            Err(e) => failed(e.to_string()),
-        }
+        ::worker::wasm_bindgen_futures::future_to_promise(async move {
+            let resp = crate::route(req, &env).await;
+            crate::after_reply(env, ctx);
+            Ok(crate::into_js_reply(resp))
+        })
+        .into()
+    }
+}
+
+const WEBHOOK_PATH: &str = "/webhooks/paymos";
+
+/// After a reply: the isolate's counters, written at most once a minute, in a `waitUntil`
+/// registered only when a flush is due, not a promise per request.
+fn after_reply(env: Env, ctx: worker::worker_sys::Context) {
+    if counters::flush_due() {
+        worker::Context::new(ctx).wait_until(async move { counters::flush(&env, false).await });
+    }
+}
+
+/// A reply as the runtime takes it; a reply that cannot be built is a logged 500, as the
+/// `#[event(fetch)]` macro answers it.
+fn into_js_reply(resp: Result<Response>) -> wasm_bindgen::JsValue {
+    use wasm_bindgen::JsValue;
+    use worker::IntoResponse;
+    let failed = |e: String| -> JsValue {
+        worker::console_error!("{}", e);
+        Response::error("INTERNAL SERVER ERROR", 500)
+            .ok()
+            .and_then(|r| r.into_raw().ok())
+            .map_or_else(|| JsValue::from_str(&e), JsValue::from)
+    };
+    match resp {
+        Ok(r) => match r.into_raw() {
+            Ok(raw) => raw.into(),
+            Err(e) => failed(format!("Error converting response: {}", e.into())),
+        },
+        Err(e) => failed(e.to_string()),
     }
 }
 
@@ -97,7 +124,7 @@ async fn route(req: worker::worker_sys::web_sys::Request, env: &Env) -> Result<R
 
 async fn handle(req: worker::worker_sys::web_sys::Request, env: &Env) -> Result<Response> {
     let url = req.url();
-    if path_of(&url) == "/webhooks/paymos" {
+    if path_of(&url) == WEBHOOK_PATH {
         return if req.method() == "POST" {
             receive::receive(req, env).await
         } else {

@@ -82,6 +82,25 @@ pub async fn enqueue(env: &Env, message: DeliveryMessage) -> worker::Result<()> 
     env.queue(DELIVERIES)?.send(message).await
 }
 
+/// `enqueue` for the receive fast path: the runtime's promise of the send, not awaited here.
+/// The same message and options as workers-rs's `Queue::send` (a JSON body).
+pub fn enqueue_start(env: &Env, message: DeliveryMessage) -> worker::Result<JsValue> {
+    let queue = env.queue(DELIVERIES)?;
+    let queue: &worker::worker_sys::Queue = queue.as_ref().unchecked_ref();
+    let body = serde_wasm_bindgen::to_value(&message)?;
+    let options = SEND_OPTIONS.with(JsValue::clone);
+    Ok(queue.send(body, options)?.into())
+}
+
+thread_local! {
+    /// `{contentType: "json"}`, made once per isolate.
+    static SEND_OPTIONS: JsValue = {
+        let options = js_sys::Object::new();
+        let _ = js_sys::Reflect::set(&options, &"contentType".into(), &"json".into());
+        options.into()
+    };
+}
+
 /// Sends many, `sendBatch` 100 at a time (the platform's limit). Returns how many were sent
 /// before the first failure, and that failure.
 pub async fn enqueue_all(

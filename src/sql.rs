@@ -87,18 +87,33 @@ struct Present {}
 /// `false` when the delivery was already on record (one index lookup, nothing written).
 pub async fn insert_delivery(db: &D1Database, envelope: &Envelope, body: &str) -> DbResult<bool> {
     // the one returned column, not the row deserialised through serde: only its presence counts
-    let row: Option<String> = first_column(
-        db,
-        st::INSERT_DELIVERY.bind(vec![
-            Arg::text(&envelope.event_id),
-            Arg::text(&envelope.resource_id),
-            Arg::text(&envelope.event_type),
-            Arg::text(body),
-        ]),
-        "event_id",
-    )
-    .await?;
+    let row: Option<String> =
+        first_column(db, insert_delivery_bound(envelope, body), "event_id").await?;
     Ok(row.is_some())
+}
+
+fn insert_delivery_bound<'a>(envelope: &'a Envelope, body: &'a str) -> Bound<'a> {
+    st::INSERT_DELIVERY.bind(vec![
+        Arg::text(&envelope.event_id),
+        Arg::text(&envelope.resource_id),
+        Arg::text(&envelope.event_type),
+        Arg::text(body),
+    ])
+}
+
+/// `insert_delivery` for the receive fast path: the runtime's promise of the returned
+/// `event_id` (null for a duplicate), not awaited here.
+pub fn insert_delivery_start(
+    db: &D1Database,
+    envelope: &Envelope,
+    body: &str,
+) -> DbResult<JsValue> {
+    let statement = prepare(db, &insert_delivery_bound(envelope, body))?;
+    Ok(statement
+        .inner()
+        .first(Some("event_id"))
+        .map_err(worker::Error::from)?
+        .into())
 }
 
 /// A delivery as the archive shows it.
