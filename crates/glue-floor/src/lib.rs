@@ -1,12 +1,13 @@
 //! The glue floor (benchmark only): what a request costs in a Rust worker when the handler
-//! does as little as ours can — the same hand-exported async `fetch`, one header read, the
+//! does as little as ours can — a hand-exported async `fetch` as workers-rs exports one (our
+//! general path; deliveries take a promise chain instead, `src/receive.rs`), one header read, the
 //! body awaited (not copied into wasm), the receive log line, the fixed receipt — and nothing
 //! else (no HMAC, no D1, no queue). The body is read because a reply that leaves it unread
 //! makes workerd drop the keep-alive connection: the load's next request on it is reset
 //! (before this, half the floor's requests were resets, on both sides).
 //! `bench/glue-floor.js` does the same in JavaScript. Their ratio in `npm run bench` is the
-//! price of crossing into wasm and back through wasm-bindgen and workers-rs, whatever the
-//! handler does: the part of "ours ÷ JS" that no change to our own code can remove.
+//! price of crossing into wasm and back through wasm-bindgen and workers-rs' usual async
+//! export, whatever the handler does.
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
