@@ -12,7 +12,8 @@ import { promisify } from "node:util";
 import { startWorker, ROOT, SECRET_NEW } from "../tests/helpers/worker.mjs";
 
 const run = promisify(execFile);
-export const paymos = process.env.PAYMOS_BIN ?? path.join(ROOT, "target/release/paymos");
+// where cargo put it: CARGO_TARGET_DIR when set
+export const paymos = process.env.PAYMOS_BIN ?? path.resolve(ROOT, process.env.CARGO_TARGET_DIR || "target", "release/paymos");
 /** The core's statements and plans, the JS receiver's STATEMENTS binding. */
 export const STATEMENTS = JSON.parse(await readFile(path.join(ROOT, "bench/statements.json"), "utf8"));
 

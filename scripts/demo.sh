@@ -13,7 +13,7 @@ DEMO_LOAD_SECONDS="${DEMO_LOAD_SECONDS:-5}"
 URL="http://127.0.0.1:$PORT"
 SANDBOX="http://127.0.0.1:$SANDBOX_PORT"
 ORDERS="http://127.0.0.1:$ORDERS_PORT"
-PAYMOS="$ROOT/target/release/paymos"
+PAYMOS="${CARGO_TARGET_DIR:-$ROOT/target}/release/paymos"
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for p in "$PORT" "$SANDBOX_PORT" "$ORDERS_PORT"; do

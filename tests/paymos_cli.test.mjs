@@ -15,7 +15,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const BIN = process.env.PAYMOS_BIN || path.join(ROOT, "target/release/paymos");
+// where cargo put it: CARGO_TARGET_DIR when set (relative to the repository, as cargo reads it)
+const BIN = process.env.PAYMOS_BIN || path.resolve(ROOT, process.env.CARGO_TARGET_DIR || "target", "release/paymos");
 const DEV_SECRET = "whsec_test_new_6f1d2a9c";
 const children = new Set();
 
