@@ -32,24 +32,38 @@ impl Head {
     }
 }
 
-/// The general path, for every delivery the fast path below does not take (a chunked body,
-/// one over the limit, a configuration fault). Takes the runtime's own request, not
-/// workers-rs's `Request`: converting one reads the `cf` object and the method and copies
-/// the path on every request, which a CPU profile of this path showed among its costs.
+/// The general path, for the deliveries the fast path below does not take: a configuration
+/// fault, a body declared over the limit, a chunked body (read as it streams and refused as
+/// soon as it passes the limit, `body::read_capped`). From the body on it runs the fast
+/// path's own steps (`after_body`). Takes the runtime's own request, not workers-rs's
+/// `Request`: converting one reads the `cf` object and the method and copies the path on
+/// every request, which a CPU profile of this path showed among its costs.
 pub async fn receive(req: web_sys::Request, env: &Env) -> worker::Result<Response> {
     let head = Head::of(&req);
-    let result = handle(req, &head, env).await;
-    answer(result, &head)
+    let config = match config::receive_config(env) {
+        Ok(config) => config,
+        Err(e) => return refuse(e.into(), &head),
+    };
+    let max = config.max_body_bytes;
+    if head.content_length.is_some_and(|n| n > max as u64) {
+        return refuse(AppError::PayloadTooLarge, &head);
+    }
+    let body = match crate::body::read_capped(&req, max).await {
+        Ok(body) => body,
+        Err(crate::body::ReadError::TooLarge) => return refuse(AppError::PayloadTooLarge, &head),
+        Err(crate::body::ReadError::Unreadable) => return refuse(unreadable(), &head),
+    };
+    let reply = after_body(body, config, head, env.clone(), answer_js);
+    let reply = JsFuture::from(js_sys::Promise::resolve(&reply)).await?;
+    Ok(Response::from(reply.unchecked_into::<web_sys::Response>()))
 }
 
 /// The fast path (issue #14): a delivery with a Content-Length within the limit, driven as
-/// a chain of promise callbacks from the synchronous fetch export, where the general path is
-/// an `async fn` behind `future_to_promise`, each await a `JsFuture` woken through the
-/// executor's microtask queue. Measured on the glue floor (one await): 1.044× the requests/s
-/// at 0.954× the CPU per request (`node bench/ab.mjs`, 6 paired rounds). The same steps as
-/// `handle`, built from the same pieces (`accept`, `answer`); `None` leaves the request to
-/// the general path. Each callback gets the settled promise's value and returns either the
-/// reply or the next promise, which the runtime's promise chain waits for.
+/// a chain of promise callbacks from the synchronous fetch export, where an `async fn` behind
+/// `future_to_promise` pays a `JsFuture` per await, woken through the executor's microtask
+/// queue. Measured on the glue floor (one await): 1.044× the requests/s at 0.954× the CPU per
+/// request (`node bench/ab.mjs`, 6 paired rounds). `None` leaves the request to the general
+/// path.
 pub fn receive_fast(
     req: &web_sys::Request,
     env: &Env,
@@ -60,63 +74,82 @@ pub fn receive_fast(
     if head.content_length? > config.max_body_bytes as u64 {
         return None;
     }
-    let body = req.array_buffer().ok()?;
-    let env = env.clone();
     let finish = move |result: AppResult<Received>, head: &Head| -> JsValue {
         let reply = answer_js(result, head);
         done();
         reply
     };
-    Some(settle(&body, move |read| {
-        let body = match read {
-            Ok(buffer) => js_sys::Uint8Array::new(&buffer).to_vec(),
-            Err(_) => return finish(Err(unreadable()), &head),
-        };
-        if body.len() > config.max_body_bytes {
-            return finish(Err(AppError::PayloadTooLarge), &head);
-        }
-        let (envelope, text) = match accept(&config, &head, &body) {
-            Ok(accepted) => accepted,
-            Err(e) => return finish(Err(e), &head),
-        };
-        let insert = match sql::database(&env)
-            .and_then(|db| sql::insert_delivery_start(&db, &envelope, text))
-        {
+    let body = match req.array_buffer() {
+        Ok(body) => body,
+        Err(_) => return Some(finish(Err(unreadable()), &head)),
+    };
+    let env = env.clone();
+    Some(settle(&body, move |read| match read {
+        Ok(buffer) => after_body(
+            js_sys::Uint8Array::new(&buffer).to_vec(),
+            config,
+            head,
+            env,
+            finish,
+        ),
+        Err(_) => finish(Err(unreadable()), &head),
+    }))
+}
+
+/// Both paths from the body on: verify, parse, insert, send, then `finish` with the result.
+/// Each callback gets the settled promise's value and returns either the reply or the next
+/// promise, which the runtime's promise chain waits for.
+fn after_body(
+    body: Vec<u8>,
+    config: std::rc::Rc<config::ReceiveConfig>,
+    head: Head,
+    env: Env,
+    finish: impl FnOnce(AppResult<Received>, &Head) -> JsValue + 'static,
+) -> JsValue {
+    // the runtime enforces Content-Length, but the limit is ours to keep
+    if body.len() > config.max_body_bytes {
+        return finish(Err(AppError::PayloadTooLarge), &head);
+    }
+    let (envelope, text) = match accept(&config, &head, &body) {
+        Ok(accepted) => accepted,
+        Err(e) => return finish(Err(e), &head),
+    };
+    let insert =
+        match sql::database(&env).and_then(|db| sql::insert_delivery_start(&db, &envelope, text)) {
             Ok(promise) => promise,
             Err(e) => return finish(Err(e.into()), &head),
         };
-        settle(&insert, move |row| {
-            let inserted = match row {
-                Ok(column) => !column.is_null() && !column.is_undefined(),
-                Err(e) => {
-                    return finish(
-                        Err(AppError::Database(worker::Error::from(e).to_string())),
-                        &head,
-                    )
-                }
-            };
-            let mut received = Received {
-                duplicate: !inserted,
-                resource_id: envelope.resource_id,
-                event_type: envelope.event_type,
-                enqueue_error: None,
-            };
-            if !inserted {
-                return finish(Ok(received), &head);
+    settle(&insert, move |row| {
+        let inserted = match row {
+            Ok(column) => !column.is_null() && !column.is_undefined(),
+            Err(e) => {
+                return finish(
+                    Err(AppError::Database(worker::Error::from(e).to_string())),
+                    &head,
+                )
             }
-            // the row is durable: if this send fails the sweeper enqueues it later, so still 2xx
-            match queue::enqueue_start(&env, DeliveryMessage::new(envelope.event_id, 0)) {
-                Ok(send) => settle(&send, move |sent| {
-                    received.enqueue_error = sent.err().map(|e| worker::Error::from(e).to_string());
-                    finish(Ok(received), &head)
-                }),
-                Err(e) => {
-                    received.enqueue_error = Some(e.to_string());
-                    finish(Ok(received), &head)
-                }
+        };
+        let mut received = Received {
+            duplicate: !inserted,
+            resource_id: envelope.resource_id,
+            event_type: envelope.event_type,
+            enqueue_error: None,
+        };
+        if !inserted {
+            return finish(Ok(received), &head);
+        }
+        // the row is durable: if this send fails the sweeper enqueues it later, so still 2xx
+        match queue::enqueue_start(&env, DeliveryMessage::new(envelope.event_id, 0)) {
+            Ok(send) => settle(&send, move |sent| {
+                received.enqueue_error = sent.err().map(|e| worker::Error::from(e).to_string());
+                finish(Ok(received), &head)
+            }),
+            Err(e) => {
+                received.enqueue_error = Some(e.to_string());
+                finish(Ok(received), &head)
             }
-        })
-    }))
+        }
+    })
 }
 
 #[wasm_bindgen::prelude::wasm_bindgen]
@@ -146,18 +179,20 @@ fn settle(
     promise.unchecked_ref::<Settling>().then2(&on_ok, &on_err)
 }
 
-/// The reply to a delivery, its log line and its refusal count: the end of the general path.
-fn answer(result: AppResult<Received>, head: &Head) -> worker::Result<Response> {
-    record(&result, head);
-    match result {
+/// A delivery refused before its body was read: its log line, its count, its reply.
+fn refuse(e: AppError, head: &Head) -> worker::Result<Response> {
+    let refused: AppResult<Received> = Err(e);
+    record(&refused, head);
+    match refused {
         Ok(r) => receipt(r.duplicate),
         Err(e) => e.into_response(),
     }
 }
 
-/// The same for the fast path, as the runtime's response: a receipt is built in one call
-/// from a `ResponseInit` made once per isolate, instead of workers-rs's `Response` and its
-/// conversion (a `Headers`, a `ResponseInit`, the body copied into a `Uint8Array`).
+/// The reply to a delivery, as the runtime's response, with its log line and its refusal
+/// count. A receipt is built in one call from a `ResponseInit` made once per isolate,
+/// instead of workers-rs's `Response` and its conversion (a `Headers`, a `ResponseInit`, the
+/// body copied into a `Uint8Array`).
 fn answer_js(result: AppResult<Received>, head: &Head) -> JsValue {
     record(&result, head);
     match result {
@@ -312,59 +347,8 @@ struct Received {
     enqueue_error: Option<String>,
 }
 
-async fn handle(req: web_sys::Request, head: &Head, env: &Env) -> AppResult<Received> {
-    let config = config::receive_config(env)?;
-    let max = config.max_body_bytes;
-    if head.content_length.is_some_and(|n| n > max as u64) {
-        return Err(AppError::PayloadTooLarge);
-    }
-    let body = read_body(&req, head.content_length, max).await?;
-    let (envelope, text) = accept(&config, head, &body)?;
-    let db = sql::database(env)?;
-    let inserted = sql::insert_delivery(&db, &envelope, text).await?;
-    let mut enqueue_error = None;
-    if inserted {
-        // the row is durable: if this send fails the sweeper enqueues it later, so still 2xx
-        let sent = queue::enqueue(env, DeliveryMessage::new(envelope.event_id.clone(), 0)).await;
-        enqueue_error = sent.err().map(|e| e.to_string());
-    }
-    Ok(Received {
-        duplicate: !inserted,
-        resource_id: envelope.resource_id,
-        event_type: envelope.event_type,
-        enqueue_error,
-    })
-}
-
 /// A configured secret's public name: the first 8 hex of its SHA-256.
 pub fn secret_id(secret: &str) -> String {
     use sha2::{Digest, Sha256};
     crate::transition::hex(&Sha256::digest(secret.as_bytes())[..4])
-}
-
-/// Reads the body, never buffering more than `max` bytes. With a Content-Length (already
-/// checked against `max`) the body is taken in one piece, the fast path; without one (chunked)
-/// it is read as it streams and refused as soon as it passes the limit (`body::read_capped`).
-async fn read_body(
-    req: &web_sys::Request,
-    declared: Option<u64>,
-    max: usize,
-) -> AppResult<Vec<u8>> {
-    if declared.is_some() {
-        let buffer = req.array_buffer().map_err(|_| unreadable())?;
-        let buffer = JsFuture::from(buffer).await.map_err(|_| unreadable())?;
-        let body = js_sys::Uint8Array::new(&buffer).to_vec();
-        // the runtime enforces Content-Length, but the limit is ours to keep
-        return if body.len() > max {
-            Err(AppError::PayloadTooLarge)
-        } else {
-            Ok(body)
-        };
-    }
-    crate::body::read_capped(req, max)
-        .await
-        .map_err(|e| match e {
-            crate::body::ReadError::TooLarge => AppError::PayloadTooLarge,
-            crate::body::ReadError::Unreadable => unreadable(),
-        })
 }

@@ -83,32 +83,22 @@ struct Present {}
 
 // ---------------------------------------------------------------- deliveries
 
-/// Insert-or-nothing keyed by the event id. `true` when this call created the row,
-/// `false` when the delivery was already on record (one index lookup, nothing written).
-pub async fn insert_delivery(db: &D1Database, envelope: &Envelope, body: &str) -> DbResult<bool> {
-    // the one returned column, not the row deserialised through serde: only its presence counts
-    let row: Option<String> =
-        first_column(db, insert_delivery_bound(envelope, body), "event_id").await?;
-    Ok(row.is_some())
-}
-
-fn insert_delivery_bound<'a>(envelope: &'a Envelope, body: &'a str) -> Bound<'a> {
-    st::INSERT_DELIVERY.bind(vec![
-        Arg::text(&envelope.event_id),
-        Arg::text(&envelope.resource_id),
-        Arg::text(&envelope.event_type),
-        Arg::text(body),
-    ])
-}
-
-/// `insert_delivery` for the receive fast path: the runtime's promise of the returned
-/// `event_id` (null for a duplicate), not awaited here.
+/// Insert-or-nothing keyed by the event id: the runtime's promise of the returned `event_id`,
+/// present when this call created the row, null when the delivery was already on record (one
+/// index lookup, nothing written). Not awaited here: the receive path chains it
+/// (`receive::after_body`), and reads only that one column, no row deserialised through serde.
 pub fn insert_delivery_start(
     db: &D1Database,
     envelope: &Envelope,
     body: &str,
 ) -> DbResult<JsValue> {
-    let statement = prepare(db, &insert_delivery_bound(envelope, body))?;
+    let bound = st::INSERT_DELIVERY.bind(vec![
+        Arg::text(&envelope.event_id),
+        Arg::text(&envelope.resource_id),
+        Arg::text(&envelope.event_type),
+        Arg::text(body),
+    ]);
+    let statement = prepare(db, &bound)?;
     Ok(statement
         .inner()
         .first(Some("event_id"))
