@@ -46,7 +46,10 @@ mod fetch_export {
         env: ::worker::Env,
         ctx: ::worker::worker_sys::Context,
     ) -> JsValue {
-        if crate::path_of(&req.url()) == crate::WEBHOOK_PATH && req.method() == "POST" {
+        // the webhook or another route, decided once
+        let url = req.url();
+        let delivery = crate::path_of(&url) == crate::WEBHOOK_PATH;
+        if delivery && req.method() == "POST" {
             use wasm_bindgen::JsCast;
             // the same runtime objects (references; `Context` has no `Clone` of its own)
             let ctx_after: ::worker::worker_sys::Context =
@@ -58,7 +61,7 @@ mod fetch_export {
             }
         }
         ::worker::wasm_bindgen_futures::future_to_promise(async move {
-            let resp = crate::route(req, &env).await;
+            let resp = crate::route(req, delivery, &env).await;
             crate::after_reply(env, ctx);
             Ok(crate::into_js_reply(resp))
         })
@@ -112,19 +115,27 @@ fn path_of(url: &str) -> &str {
     }
 }
 
-async fn route(req: worker::worker_sys::web_sys::Request, env: &Env) -> Result<Response> {
+/// Every request the receive fast path does not take; `delivery`: its path is the webhook's.
+async fn route(
+    req: worker::worker_sys::web_sys::Request,
+    delivery: bool,
+    env: &Env,
+) -> Result<Response> {
     // the same request object (a reference, not `Request.clone()`, which would tee the body)
     let same = Clone::clone(&req);
-    let resp = handle(req, env).await;
+    let resp = handle(req, delivery, env).await;
     // a refusal that did not read the body (no token, a bad id, too large) still drains it,
     // or workerd drops the client's keep-alive connection under its next request (body.rs)
     body::drain_unread(&same).await;
     resp
 }
 
-async fn handle(req: worker::worker_sys::web_sys::Request, env: &Env) -> Result<Response> {
-    let url = req.url();
-    if path_of(&url) == WEBHOOK_PATH {
+async fn handle(
+    req: worker::worker_sys::web_sys::Request,
+    delivery: bool,
+    env: &Env,
+) -> Result<Response> {
+    if delivery {
         return if req.method() == "POST" {
             receive::receive(req, env).await
         } else {
