@@ -22,9 +22,21 @@ export const STATEMENTS = JSON.parse(await readFile(path.join(ROOT, "bench/state
  * repository (ours, the JS receiver, the floors, one of them behind bench/meter.mjs), the
  * STATEMENTS binding, `vars`; its logs drained unread.
  */
-export function startBenchWorker(script, vars = {}) {
-  return startWorker({ scriptPath: path.join(ROOT, script), vars: { STATEMENTS, ...vars }, collectLogs: false });
+export function startBenchWorker(script, vars = {}, options = {}) {
+  return startWorker({ scriptPath: path.join(ROOT, script), vars: { STATEMENTS, ...vars }, collectLogs: false, patch: withoutConsumers, ...options });
 }
+
+/**
+ * BENCH_NO_CONSUMERS=1 (diagnosis only): the queues keep their producers but lose their
+ * consumers, so that a run of new deliveries measures the receive path alone, without the
+ * consumer's work sharing the runtime's thread.
+ */
+const withoutConsumers =
+  process.env.BENCH_NO_CONSUMERS === "1"
+    ? (options) => {
+        options.queueConsumers = {};
+      }
+    : undefined;
 
 /** `paymos load` against `url` (pre-signed requests over loopback); its JSON report. */
 export async function load(url, mode, concurrency, extra = []) {
@@ -49,10 +61,16 @@ export async function workerdCpuSeconds() {
   return total;
 }
 
-/** One load run against a fresh worker running `script`, with the runtime's CPU per request. */
-export async function measureOnce(script, mode, concurrency, seconds) {
+/**
+ * One load run against a fresh worker running `script`, with the runtime's CPU per request.
+ * `warmup` seconds of the same load run first, unmeasured: the isolate's code compiled and
+ * tiered up (for ours, the whole wasm module; for the JS receiver, its functions), as in an
+ * isolate that has served requests before. What a cold isolate costs is measured apart.
+ */
+export async function measureOnce(script, mode, concurrency, seconds, warmup = 0) {
   const w = await startBenchWorker(script);
   try {
+    if (warmup > 0) await load(`${w.url}/webhooks/paymos`, mode, concurrency, ["--duration-seconds", String(warmup)]);
     const cpu0 = await workerdCpuSeconds();
     const r = await load(`${w.url}/webhooks/paymos`, mode, concurrency, ["--duration-seconds", String(seconds)]);
     const cpu = (await workerdCpuSeconds()) - cpu0;
@@ -73,12 +91,12 @@ export const median = (xs) => {
  * `rounds` paired rounds over `scripts` (an object key → script), the order reversed every
  * other round. Returns every run and, per key, the median req/s, p50 and p99.
  */
-export async function paired(scripts, { mode, concurrency, seconds, rounds }) {
+export async function paired(scripts, { mode, concurrency, seconds, rounds, warmup = 0 }) {
   const keys = Object.keys(scripts);
   const runs = Object.fromEntries(keys.map((k) => [k, []]));
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 ? [...keys].reverse() : keys;
-    for (const k of order) runs[k].push(await measureOnce(scripts[k], mode, concurrency, seconds));
+    for (const k of order) runs[k].push(await measureOnce(scripts[k], mode, concurrency, seconds, warmup));
   }
   const summary = Object.fromEntries(
     keys.map((k) => [
@@ -110,10 +128,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   };
   const [a, b] = argv.filter((x, i) => !x.startsWith("--") && !argv[i - 1]?.startsWith("--"));
   if (!a || !b) {
-    console.error("usage: node bench/ab.mjs A.js B.js [--mode new|duplicate] [--concurrency N] [--seconds S] [--rounds R]");
+    console.error("usage: node bench/ab.mjs A.js B.js [--mode new|duplicate] [--concurrency N] [--seconds S] [--rounds R] [--warmup S]");
     process.exit(2);
   }
-  const cfg = { mode: opt("mode", "new"), concurrency: Number(opt("concurrency", 16)), seconds: Number(opt("seconds", 4)), rounds: Number(opt("rounds", 4)) };
+  const cfg = { mode: opt("mode", "new"), concurrency: Number(opt("concurrency", 16)), seconds: Number(opt("seconds", 4)), rounds: Number(opt("rounds", 4)), warmup: Number(opt("warmup", 0)) };
   const res = await paired({ A: a, B: b }, cfg);
   for (const k of ["A", "B"]) console.log(k, res.summary[k]);
   const q = pairedRatio(res, "B", "A");

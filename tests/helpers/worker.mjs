@@ -41,7 +41,7 @@ export async function migrate(dir) {
  * Starts the worker. `vars` override wrangler.toml vars and the secrets; `persistDir` reuses
  * state (otherwise a fresh temporary directory is made and removed on close).
  */
-export async function startWorker({ vars = {}, persistDir, port: fixedPort, logLevel = LogLevel.WARN, withoutQueueProducer = false, scriptPath, collectLogs = true, patch } = {}) {
+export async function startWorker({ vars = {}, persistDir, port: fixedPort, logLevel = LogLevel.WARN, withoutQueueProducer = false, scriptPath, collectLogs = true, patch, inspectorPort } = {}) {
   const ownDir = !persistDir;
   const dir = persistDir ?? (await mkdtemp(path.join(tmpdir(), "paymos-test-")));
   await migrate(dir);
@@ -81,6 +81,8 @@ export async function startWorker({ vars = {}, persistDir, port: fixedPort, logL
     host: "127.0.0.1",
     port,
     cf: false, // offline: no fetch of Request.cf data
+    // the DevTools protocol, for a CPU profile (bench/profile.mjs); off unless asked for
+    ...(inspectorPort ? { inspectorPort } : {}),
     log: new Log(logLevel),
     defaultPersistRoot: path.join(dir, "v3"),
     d1Persist: path.join(dir, "v3", "d1"),
