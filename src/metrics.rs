@@ -148,9 +148,9 @@ impl Snapshot {
     pub fn prometheus(&self) -> String {
         let f = &self.facts;
         let mut out = String::new();
-        let labelled = |label: &str, rows: &[(&str, i64)]| -> Vec<(String, f64)> {
+        let labelled = |label: &str, rows: &[(&str, i64)]| -> Vec<(String, i64)> {
             rows.iter()
-                .map(|(v, n)| (format!("{{{label}=\"{v}\"}}"), *n as f64))
+                .map(|(v, n)| (format!("{{{label}=\"{v}\"}}"), *n))
                 .collect()
         };
         family(
@@ -224,7 +224,7 @@ impl Snapshot {
             ("paymos_effects_awaiting_order_ref", "Fulfilments waiting for their order_ref before they can be sent.", f.effects_awaiting_order_ref),
             ("paymos_effects_oldest_pending_seconds", "Age of the oldest pending effect (0 when there is none).", f.oldest_pending_effect_seconds.unwrap_or(0)),
         ]);
-        let refused = |m: &BTreeMap<(String, String), i64>| -> Vec<(String, f64)> {
+        let refused = |m: &BTreeMap<(String, String), i64>| -> Vec<(String, i64)> {
             m.iter()
                 .map(|((status, code), n)| {
                     (
@@ -233,7 +233,7 @@ impl Snapshot {
                             escape(status),
                             escape(code)
                         ),
-                        *n as f64,
+                        *n,
                     )
                 })
                 .collect()
@@ -260,7 +260,7 @@ impl Snapshot {
             &self
                 .verified_total
                 .iter()
-                .map(|(s, n)| (format!("{{secret=\"{}\"}}", escape(s)), *n as f64))
+                .map(|(s, n)| (format!("{{secret=\"{}\"}}", escape(s)), *n))
                 .collect::<Vec<_>>(),
         );
         let r = self.reconciliation_facts();
@@ -275,7 +275,7 @@ impl Snapshot {
 }
 
 /// One metric family: `# HELP`, `# TYPE`, then its samples (labels, value).
-fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, i64)]) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
     for (labels, value) in samples {
@@ -286,7 +286,7 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(Stri
 /// Families of one unlabelled gauge each: (name, help, value).
 fn gauges(out: &mut String, rows: &[(&str, &str, i64)]) {
     for (name, help, value) in rows {
-        family(out, name, "gauge", help, &[(String::new(), *value as f64)]);
+        family(out, name, "gauge", help, &[(String::new(), *value)]);
     }
 }
 

@@ -117,7 +117,7 @@ pub fn parse_envelope(
     }
 
     let value: Value = serde_json::from_slice(body).map_err(|_| EnvelopeError::NotJson)?;
-    let Value::Object(obj) = value else {
+    let Value::Object(mut obj) = value else {
         return Err(EnvelopeError::NotJson);
     };
 
@@ -160,7 +160,7 @@ pub fn parse_envelope(
         }
     }
 
-    Ok(Envelope {
+    let envelope = Envelope {
         event_id: event_id.to_owned(),
         event_type: event_type.to_owned(),
         category: category.to_owned(),
@@ -169,8 +169,16 @@ pub fn parse_envelope(
         livemode,
         resource_id: resource_id.to_owned(),
         resource_kind,
-        data: data.clone(),
-    })
+        data: Map::new(),
+    };
+    // `data` taken out of the parsed body, not copied (checked an object above)
+    match obj.get_mut("data") {
+        Some(Value::Object(data)) => Ok(Envelope {
+            data: std::mem::take(data),
+            ..envelope
+        }),
+        _ => Err(EnvelopeError::InvalidField("data")),
+    }
 }
 
 #[cfg(test)]
