@@ -20,6 +20,7 @@ const only = process.argv.find((a) => a.startsWith("--only="))?.slice("--only=".
 const part = (name) => !only || only.includes(name);
 const DURATION = quick ? 3 : 6;
 const SWEEP_DURATION = quick ? 2 : 4;
+const WARMUP = quick ? 2 : 4;
 const CONNECTIONS = [1, 4, 16, 64];
 // At the maximum rate, Miniflare's local queue broker delivers nothing until the load stops
 // (its timers wait behind the requests) and refuses sends once 10,000 messages wait
@@ -97,11 +98,11 @@ console.error(`[bench] ${quick ? "quick" : "full"} run`);
 const ROUNDS = quick ? 2 : 3;
 if (part("throughput")) {
   const scripts = Object.fromEntries(Object.entries(workers).map(([k, w]) => [k, w.script]));
-  const scenario = async (name, mode, concurrency, seconds) => {
-    console.error(`[bench] ${name}: ${ROUNDS} paired rounds of ${seconds} s at ${concurrency} connections`);
-    const res = await paired(scripts, { mode, concurrency, seconds, rounds: ROUNDS });
+  const scenario = async (name, mode, concurrency, seconds, warmup = 0) => {
+    console.error(`[bench] ${name}: ${ROUNDS} paired rounds of ${seconds} s at ${concurrency} connections${warmup ? ` after ${warmup} s of warm-up` : ""}`);
+    const res = await paired(scripts, { mode, concurrency, seconds, rounds: ROUNDS, warmup });
     results.scenarios[name] = {
-      ...Object.fromEntries(Object.keys(workers).map((k) => [k, { ...res.summary[k], concurrency, mode, duration_s: seconds }])),
+      ...Object.fromEntries(Object.keys(workers).map((k) => [k, { ...res.summary[k], concurrency, mode, duration_s: seconds, warmup_s: warmup }])),
       ours_over_js: pairedRatio(res, "rust", "js"),
       ours_over_js_cpu: pairedRatio(res, "rust", "js", (x) => x.runtime_cpu_us_per_request),
       ours_over_js_p50: pairedRatio(res, "rust", "js", (x) => x.latency_ms.p50),
@@ -121,6 +122,11 @@ if (part("throughput")) {
   await scenario("new_deliveries", "new", 16, DURATION);
   await scenario("duplicates", "duplicate", 16, DURATION);
   for (const c of CONNECTIONS) await scenario(`new_deliveries_c${c}`, "new", c, SWEEP_DURATION);
+  // The same load on a warm isolate: WARMUP seconds of it first, unmeasured, so that the wasm
+  // (compiled when the isolate starts, tiered up while it runs) and the JS receiver's JIT
+  // both reach their steady state; the rounds above include each isolate's first seconds.
+  await scenario("new_deliveries_warm", "new", 16, DURATION, WARMUP);
+  await scenario("duplicates_warm", "duplicate", 16, DURATION, WARMUP);
 }
 
 // ---------------------------------------------------------------- cost per delivery
