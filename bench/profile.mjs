@@ -1,7 +1,10 @@
 // A CPU profile of one worker under `paymos load`, taken inside workerd through the DevTools
-// protocol (Miniflare's inspector), printed as self time per function: where the receive path
-// spends its time, for ours (build with PAYMOS_KEEP_WASM_NAMES=1 for wasm function names) and
-// for the JS receiver alike. A development tool, not part of npm test or npm run bench.
+// protocol (Miniflare's inspector), printed as time per place (the wasm, the script's JS, the
+// runtime's JS, builtins) and self time per function: where the receive path spends its time,
+// for ours (build with PAYMOS_KEEP_WASM_NAMES=1 for wasm function names) and for the JS
+// receiver alike. Each sample stands for the time until the next one, which includes moments
+// the thread spends in other isolates (D1, the queue broker): compare two workers profiled the
+// same way, do not read it as CPU. A development tool, not part of npm test or npm run bench.
 //   PAYMOS_KEEP_WASM_NAMES=1 bash scripts/build.sh
 //   node bench/profile.mjs build/index.js --mode new --concurrency 16 --seconds 5 [--top 40] [--out F.cpuprofile]
 import { writeFile } from "node:fs/promises";
