@@ -120,6 +120,9 @@ pub fn parse_envelope(
     let Value::Object(mut obj) = value else {
         return Err(EnvelopeError::NotJson);
     };
+    // `data` taken out of the parsed body (a null left in its place), to be moved into the
+    // envelope rather than copied; it is checked below, in the contract's order
+    let data = obj.get_mut("data").map(Value::take);
 
     let event_id = required_str(&obj, "event_id")?;
     if !is_valid_event_id(event_id) {
@@ -145,11 +148,12 @@ pub fn parse_envelope(
         Some(_) => return Err(EnvelopeError::InvalidField("livemode")),
     };
 
-    let data = match required(&obj, "data")? {
-        Value::Object(m) => m,
-        _ => return Err(EnvelopeError::InvalidField("data")),
+    let data = match data {
+        None => return Err(EnvelopeError::MissingField("data")),
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(EnvelopeError::InvalidField("data")),
     };
-    let resource_id = required_str(data, "id").map_err(|e| match e {
+    let resource_id = required_str(&data, "id").map_err(|e| match e {
         EnvelopeError::MissingField(_) => EnvelopeError::MissingField("data.id"),
         _ => EnvelopeError::InvalidField("data.id"),
     })?;
@@ -160,7 +164,7 @@ pub fn parse_envelope(
         }
     }
 
-    let envelope = Envelope {
+    Ok(Envelope {
         event_id: event_id.to_owned(),
         event_type: event_type.to_owned(),
         category: category.to_owned(),
@@ -169,16 +173,8 @@ pub fn parse_envelope(
         livemode,
         resource_id: resource_id.to_owned(),
         resource_kind,
-        data: Map::new(),
-    };
-    // `data` taken out of the parsed body, not copied (checked an object above)
-    match obj.get_mut("data") {
-        Some(Value::Object(data)) => Ok(Envelope {
-            data: std::mem::take(data),
-            ..envelope
-        }),
-        _ => Err(EnvelopeError::InvalidField("data")),
-    }
+        data,
+    })
 }
 
 #[cfg(test)]
