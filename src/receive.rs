@@ -181,12 +181,8 @@ fn settle(
 
 /// A delivery refused before its body was read: its log line, its count, its reply.
 fn refuse(e: AppError, head: &Head) -> worker::Result<Response> {
-    let refused: AppResult<Received> = Err(e);
-    record(&refused, head);
-    match refused {
-        Ok(r) => receipt(r.duplicate),
-        Err(e) => e.into_response(),
-    }
+    record(Err(&e), head);
+    e.into_response()
 }
 
 /// The reply to a delivery, as the runtime's response, with its log line and its refusal
@@ -194,7 +190,7 @@ fn refuse(e: AppError, head: &Head) -> worker::Result<Response> {
 /// instead of workers-rs's `Response` and its conversion (a `Headers`, a `ResponseInit`, the
 /// body copied into a `Uint8Array`).
 fn answer_js(result: AppResult<Received>, head: &Head) -> JsValue {
-    record(&result, head);
+    record(result.as_ref(), head);
     match result {
         Ok(r) => RECEIPT_INIT
             .with(|init| {
@@ -222,7 +218,7 @@ thread_local! {
 }
 
 /// Counts a refusal and writes the delivery's log line.
-fn record(result: &AppResult<Received>, head: &Head) {
+fn record(result: Result<&Received, &AppError>, head: &Head) {
     // refusals are counted in the isolate, never with a D1 write each (CONTRACT §9)
     if let Err(e) = result {
         if matches!(e.status(), 400 | 401 | 413) {
@@ -278,7 +274,7 @@ fn header(headers: &web_sys::Headers, name: &str) -> Option<String> {
 /// event types and resource ids are only logged once validated (letters, digits, `_`, `.`),
 /// so they need no escaping; free text (a detail, a queue error) is escaped by serde_json.
 fn log_line(
-    result: &AppResult<Received>,
+    result: Result<&Received, &AppError>,
     header_id: Option<&str>,
     attempt: Option<u32>,
     duration_ms: u64,
@@ -311,7 +307,7 @@ fn log_line(
         duration_ms,
     );
     let escaped = |t: &str| serde_json::to_string(t).unwrap_or_else(|_| "null".into());
-    if let Some(detail) = result.as_ref().err().and_then(|e| e.detail()) {
+    if let Some(detail) = result.err().and_then(|e| e.detail()) {
         let _ = write!(line, r#","detail":{}"#, escaped(detail));
     }
     if let Ok(Received {
