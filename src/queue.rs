@@ -79,11 +79,14 @@ impl DeliveryMessage {
 /// Sends one message. The row it names is already durable: a failed send is logged by the
 /// caller and recovered by the sweeper.
 pub async fn enqueue(env: &Env, message: DeliveryMessage) -> worker::Result<()> {
-    env.queue(DELIVERIES)?.send(message).await
+    let sent = js_sys::Promise::from(enqueue_start(env, message)?);
+    worker::wasm_bindgen_futures::JsFuture::from(sent).await?;
+    Ok(())
 }
 
-/// `enqueue` for the receive fast path: the runtime's promise of the send, not awaited here.
-/// The same message and options as workers-rs's `Queue::send` (a JSON body).
+/// The send itself, started: the runtime's promise of it, which the receive fast path chains
+/// and `enqueue` awaits. The same message and options as workers-rs's `Queue::send` (a JSON
+/// body).
 pub fn enqueue_start(env: &Env, message: DeliveryMessage) -> worker::Result<JsValue> {
     let queue = env.queue(DELIVERIES)?;
     let queue: &worker::worker_sys::Queue = queue.as_ref().unchecked_ref();
