@@ -6,7 +6,9 @@
 // the thread spends in other isolates (D1, the queue broker): compare two workers profiled the
 // same way, do not read it as CPU. A development tool, not part of npm test or npm run bench.
 //   PAYMOS_KEEP_WASM_NAMES=1 bash scripts/build.sh
-//   node bench/profile.mjs build/index.js --mode new --concurrency 16 --seconds 5 [--top 40] [--out F.cpuprofile]
+//   node bench/profile.mjs build/index.js --mode new --concurrency 16 --seconds 5 [--top 40] [--out F.cpuprofile] [--cold]
+// --cold profiles a fresh isolate's first seconds (wasm and JS not yet tiered up) instead of
+// a warmed one.
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import WebSocket from "ws"; // Miniflare's own dependency (node 20 has no global WebSocket)
@@ -18,9 +20,10 @@ const opt = (name, dflt) => {
   const i = argv.indexOf(`--${name}`);
   return i >= 0 ? argv[i + 1] : dflt;
 };
-const script = argv.find((x, i) => !x.startsWith("--") && !argv[i - 1]?.startsWith("--"));
+// the script is the one argument that is neither a flag nor a flag's value (--cold takes none)
+const script = argv.find((x, i) => !x.startsWith("--") && !(argv[i - 1]?.startsWith("--") && argv[i - 1] !== "--cold"));
 if (!script) {
-  console.error("usage: node bench/profile.mjs SCRIPT.js [--mode new|duplicate] [--concurrency N] [--seconds S] [--top N] [--out F]");
+  console.error("usage: node bench/profile.mjs SCRIPT.js [--mode new|duplicate] [--concurrency N] [--seconds S] [--top N] [--out F] [--cold]");
   process.exit(2);
 }
 const mode = opt("mode", "new");
@@ -51,8 +54,8 @@ try {
       waiting.set(id, { resolve, reject });
       ws.send(JSON.stringify({ id, method, params }));
     });
-  // warm the isolate (wasm compiled, statements cached) before profiling
-  await load(`${w.url}/webhooks/paymos`, mode, concurrency, ["--duration-seconds", "1"]);
+  // warm the isolate (wasm compiled, statements cached) before profiling, unless --cold
+  if (!argv.includes("--cold")) await load(`${w.url}/webhooks/paymos`, mode, concurrency, ["--duration-seconds", "1"]);
   await send("Profiler.enable");
   await send("Profiler.setSamplingInterval", { interval: 50 });
   await send("Profiler.start");
