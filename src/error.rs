@@ -72,8 +72,9 @@ impl AppError {
         }
     }
 
-    /// A human-readable line for 400s; never echoes secrets, signatures or expected values.
-    fn message(&self) -> Option<String> {
+    /// A human-readable line (which field, which setting); never echoes secrets, signatures
+    /// or expected values. In admin replies and in a refused delivery's log line.
+    pub fn message(&self) -> Option<String> {
         match self {
             AppError::Envelope(e) => Some(e.to_string()),
             AppError::BadRequest(_, m)
@@ -85,8 +86,20 @@ impl AppError {
         }
     }
 
+    /// The reply: `{"error", "message"}`, or `{"error"}` when there is no message.
     pub fn into_response(self) -> worker::Result<Response> {
-        let body = match self.message() {
+        let message = self.message();
+        self.reply(message)
+    }
+
+    /// A refused delivery's reply, exactly as CONTRACT §1's replies table gives it:
+    /// `{"error":"<code>"}`. What names the field is in the delivery's log line instead.
+    pub fn into_delivery_response(self) -> worker::Result<Response> {
+        self.reply(None)
+    }
+
+    fn reply(self, message: Option<String>) -> worker::Result<Response> {
+        let body = match message {
             Some(m) => json!({ "error": self.code(), "message": m }),
             None => json!({ "error": self.code() }),
         };

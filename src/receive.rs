@@ -182,7 +182,7 @@ fn settle(
 /// A delivery refused before its body was read: its log line, its count, its reply.
 fn refuse(e: AppError, head: &Head) -> worker::Result<Response> {
     record(Err(&e), head);
-    e.into_response()
+    e.into_delivery_response()
 }
 
 /// The reply to a delivery, as the runtime's response, with its log line and its refusal
@@ -200,7 +200,7 @@ fn answer_js(result: AppResult<Received>, head: &Head) -> JsValue {
                 |_| crate::into_js_reply(receipt(r.duplicate)),
                 JsValue::from,
             ),
-        Err(e) => crate::into_js_reply(e.into_response()),
+        Err(e) => crate::into_js_reply(e.into_delivery_response()),
     }
 }
 
@@ -307,8 +307,13 @@ fn log_line(
         duration_ms,
     );
     let escaped = |t: &str| serde_json::to_string(t).unwrap_or_else(|_| "null".into());
-    if let Some(detail) = result.err().and_then(|e| e.detail()) {
-        let _ = write!(line, r#","detail":{}"#, escaped(detail));
+    if let Err(e) = result {
+        if let Some(detail) = e.detail() {
+            let _ = write!(line, r#","detail":{}"#, escaped(detail));
+        } else if let Some(message) = e.message() {
+            // a refusal's reply carries only its code: which field is said here
+            let _ = write!(line, r#","detail":{}"#, escaped(&message));
+        }
     }
     if let Ok(Received {
         enqueue_error: Some(err),

@@ -170,8 +170,8 @@ for (const [name, make, code] of invalid) {
       res = await deliver(w.url, env ?? null, { rawBody, id, headers });
     }
     assert.equal(res.status, 400, JSON.stringify(res.json));
-    assert.equal(res.json.error, code);
-    assert.equal(typeof res.json.message, "string");
+    // exactly the contract's body (§1 replies): the code and nothing else
+    assert.deepEqual(res.json, { error: code });
     assert.equal(await totalRows(), before);
   });
 }
@@ -181,7 +181,7 @@ test("a body over 256 KiB: 413 payload_too_large, no row", async () => {
   const before = await totalRows();
   const res = await deliver(w.url, env);
   assert.equal(res.status, 413);
-  assert.equal(res.json.error, "payload_too_large");
+  assert.deepEqual(res.json, { error: "payload_too_large" });
   assert.equal(await totalRows(), before);
 });
 
@@ -243,6 +243,19 @@ test("one structured log line per delivery, never the secret, signature or body"
   }
   const all = JSON.stringify(w.logs);
   for (const needle of [SECRET_NEW, SECRET_OLD, v1, "BODY_MARKER_7f3a"]) assert.ok(!all.includes(needle), needle);
+});
+
+test("a refused delivery's reply is only its code; its log line says which field", async () => {
+  const env = envelope("invoice.paid", randomId("inv_"));
+  delete env.data.id;
+  const res = await deliver(w.url, env);
+  assert.equal(res.status, 400);
+  assert.deepEqual(res.json, { error: "missing_field" });
+  const line = await eventually("the refusal's log line", () =>
+    w.logs.find((x) => x.stage === "receive" && x.event_id === env.event_id && x.status === 400),
+  );
+  assert.equal(line.outcome, "missing_field");
+  assert.equal(line.detail, "missing field `data.id`");
 });
 
 test("the database unavailable: 503 so that the sender retries", async () => {
