@@ -41,6 +41,19 @@ pub fn authorize(req: &Request, env: &Env) -> AppResult<()> {
     Ok(())
 }
 
+/// The operators' page and its files (public/admin, Workers Static Assets, with the headers of
+/// public/_headers), through the ASSETS binding while the admin surface is on; with
+/// `ADMIN_TOKEN` unset every `/admin` path is 404, the page's too (CONTRACT §4). The page holds
+/// no data, so it is served without the token: signing in is the page's own first step.
+pub async fn page(req: Request, env: &Env) -> worker::Result<Response> {
+    if config::admin_token(env).is_none() {
+        let mut resp = AppError::NotFound.into_response()?;
+        resp.headers_mut().set("Cache-Control", "no-store")?;
+        return Ok(resp);
+    }
+    env.assets("ASSETS")?.fetch_request(req).await
+}
+
 pub async fn api(req: Request, env: &Env, path: &str) -> AppResult<Response> {
     authorize(&req, env)?;
     let segments: Vec<&str> = path

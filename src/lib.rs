@@ -155,6 +155,7 @@ async fn handle(
             let sub = &p["/admin/api/".len()..];
             admin_reply(admin::api(req, env, sub).await)
         }
+        p if p == "/admin" || p.starts_with("/admin/") => admin::page(req, env).await,
         _ => AppError::NotFound.into_response(),
     }
 }

@@ -361,7 +361,7 @@ test("the page is static assets (public/, not the wasm) with strict security hea
   assert.equal(cross.status, 403);
 });
 
-test("with ADMIN_TOKEN unset (empty) the static page says the API is off, and every API call is 404", async () => {
+test("with ADMIN_TOKEN unset (empty) the whole admin surface is off: the page, its files and every API call are 404", async () => {
   const off = await startWorker({ vars: { ADMIN_TOKEN: "" } });
   const offPage = await context.newPage();
   try {
@@ -372,12 +372,20 @@ test("with ADMIN_TOKEN unset (empty) the static page says the API is off, and ev
         await res.arrayBuffer();
       }
     }
-    // the shell is a static file: served, with its headers, and empty
-    const res = await fetch(`${off.url}/admin`);
-    assert.equal(res.status, 200);
-    assertSecurityHeaders(res, "/admin");
-    await res.arrayBuffer();
-    await offPage.goto(`${off.url}/admin`);
+    // the page and its files too (CONTRACT §4: unset means the admin surface is off)
+    for (const p of ["/admin", "/admin/", "/admin/index.html", "/admin/admin.js", "/admin/admin.css", "/admin/machine.json", "/admin/api"]) {
+      for (const method of ["GET", "HEAD"]) {
+        const res = await fetch(`${off.url}${p}`, { method, redirect: "manual" });
+        assert.equal(res.status, 404, `${method} ${p}`);
+        assert.equal(res.headers.get("cache-control"), "no-store", `${method} ${p}`);
+        await res.arrayBuffer();
+      }
+    }
+    // a page left open from before the token was removed: its API calls now answer 404 (the
+    // page is loaded from the worker that still has a token, its API calls sent to the one
+    // without), and it says the API is off
+    await offPage.route(`${w.url}/admin/api/**`, (route) => route.continue({ url: route.request().url().replace(w.url, off.url) }));
+    await offPage.goto(`${w.url}/admin`);
     await offPage.waitForSelector("#api-off:not([hidden])");
     assert.equal(await offPage.locator("#api-off-title").textContent(), "The admin API is off (ADMIN_TOKEN unset)");
     assert.equal(await offPage.isVisible("#sign-in"), false);
