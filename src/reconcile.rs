@@ -274,11 +274,13 @@ async fn walk(
                 return Ok(out);
             }
         };
-        // A page must move the cursor forward: its last id after `starting_after`. One that
-        // does not (the same page again, an empty page that claims more) would walk forever.
+        // A page must move the cursor forward: its last id after `starting_after` (in byte or
+        // natural order, `listed_after`). One that does not (the same page again, an empty page
+        // that claims more) would walk forever. A page that repeats `starting_after` itself
+        // and goes on past it does move forward: the repeated invoice is listed once.
         let last = page.data.last().map(|i| i.id.clone());
         let advances = match (&last, &cursor) {
-            (Some(l), Some(c)) => l > c,
+            (Some(l), Some(c)) => paymos_core::listed_after(l, c),
             (Some(_), None) => true,
             (None, _) => !page.has_more,
         };

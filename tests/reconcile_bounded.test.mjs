@@ -19,8 +19,11 @@ function page(url) {
   const limit = Math.min(Number(url.searchParams.get("limit") ?? 100), 100);
   const after = url.searchParams.get("starting_after");
   const since = url.searchParams.get("paid_since");
-  const sorted = provider.invoices.filter((i) => since === null || i.paid_at >= Number(since)).sort((a, b) => (a.id < b.id ? -1 : 1));
-  let from = after ? sorted.findIndex((i) => i.id > after) : 0;
+  // in id order; "counter": ordered by an unpadded number (inv_9, inv_10, …), as a provider
+  // with sequential ids lists them
+  const order = provider.mode === "counter" ? (a, b) => Number(a.id.slice(4)) - Number(b.id.slice(4)) : (a, b) => (a.id < b.id ? -1 : 1);
+  const sorted = provider.invoices.filter((i) => since === null || i.paid_at >= Number(since)).sort(order);
+  let from = after ? sorted.findIndex((i) => i.id !== after && order(i, { id: after }) > 0) : 0;
   if (provider.mode === "stuck") from = 0; // ignores starting_after: the same first page for ever
   if (provider.mode === "overlap" && after) from = sorted.findIndex((i) => i.id >= after); // repeats the cursor's invoice
   const data = from < 0 ? [] : sorted.slice(from, from + limit);
@@ -79,6 +82,20 @@ test("a stuck cursor ends the run truncated after one repeated page; no invoice 
     assert.equal(new Set(listed).size, listed.length, "no id twice");
     assert.equal(listed.length, 100);
     for (const m of r.json.missing) assert.deepEqual(Object.keys(m).sort(), ["brought_to_paid", "id", "order_ref", "status"]);
+  });
+});
+
+test("a provider listing by an unpadded counter (inv_99, then inv_100 …) is walked to the end, not taken for a stuck cursor", async () => {
+  const lost = Array.from({ length: 250 }, (_, i) => `inv_${i}`);
+  provider.invoices = lost.map((id) => invoice(id));
+  provider.mode = "counter";
+  await withWorker({}, async (w) => {
+    const r = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.truncated, false, JSON.stringify(r.json.error));
+    assert.equal(r.json.checked, 250);
+    assert.equal(r.json.pages, 3);
+    assert.deepEqual(r.json.missing.map((m) => m.id).sort(), [...lost].sort());
   });
 });
 

@@ -81,9 +81,69 @@ pub fn resource_kind_of(id: &str) -> Option<ResourceKind> {
         .find(|k| has_valid_body(id, k.prefix()))
 }
 
+/// Whether a provider listing that returned `last` after the cursor `cursor` moved forward
+/// (CONTRACT §6: a page whose last id is not after `starting_after` ends the walk). "After"
+/// in byte order, or in natural order (runs of digits compared as numbers: `inv_100` after
+/// `inv_99`), so that a listing ordered by an unpadded counter is not mistaken for a stuck
+/// one; a page that repeats its cursor, or lists ids before it in both orders, is stuck.
+pub fn listed_after(last: &str, cursor: &str) -> bool {
+    last > cursor || natural_cmp(last, cursor) == std::cmp::Ordering::Greater
+}
+
+/// Compares runs of ASCII digits by their numeric value (leading zeros aside), everything else
+/// byte by byte.
+fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (a.first(), b.first()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
+                let run = |s: &[u8]| s.iter().take_while(|c| c.is_ascii_digit()).count();
+                let (na, nb) = (run(a), run(b));
+                let trim = |s: &'_ [u8]| -> usize { s.iter().take_while(|c| **c == b'0').count() };
+                let (da, db) = (
+                    &a[trim(&a[..na]).min(na)..na],
+                    &b[trim(&b[..nb]).min(nb)..nb],
+                );
+                let by_value = da.len().cmp(&db.len()).then_with(|| da.cmp(db));
+                if by_value != Ordering::Equal {
+                    return by_value;
+                }
+                (a, b) = (&a[na..], &b[nb..]);
+            }
+            (Some(x), Some(y)) => {
+                if x != y {
+                    return x.cmp(y);
+                }
+                (a, b) = (&a[1..], &b[1..]);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listed_after_in_byte_or_natural_order() {
+        // byte order: sorted random ids
+        assert!(listed_after("inv_b7", "inv_a9"));
+        assert!(listed_after("inv_10a", "inv_0ff"));
+        // natural order: an unpadded counter
+        assert!(listed_after("inv_100", "inv_99"));
+        assert!(listed_after("inv_1000", "inv_999"));
+        assert!(listed_after("inv_0100", "inv_99"));
+        // stuck: the same id, or before it in both orders
+        assert!(!listed_after("inv_99", "inv_99"));
+        assert!(!listed_after("inv_007", "inv_7"));
+        assert!(!listed_after("inv_a1", "inv_b1"));
+        assert!(!listed_after("inv_5", "inv_50"));
+        assert!(!listed_after("inv_", "inv_1"));
+    }
 
     #[test]
     fn kind_names_and_prefixes() {
