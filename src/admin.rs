@@ -28,7 +28,11 @@ pub fn authorize(req: &Request, env: &Env) -> AppResult<()> {
         return Err(AppError::NotFound);
     };
     let header = req.headers().get("Authorization")?.unwrap_or_default();
-    let presented = header.strip_prefix("Bearer ").unwrap_or("");
+    // the scheme's name is case-insensitive (RFC 9110 §11.1); the token is compared as sent
+    let presented = match header.get(..7) {
+        Some(scheme) if scheme.eq_ignore_ascii_case("Bearer ") => &header[7..],
+        _ => "",
+    };
     if presented.is_empty() || !token_matches(presented, &expected) {
         return Err(AppError::Unauthorized);
     }

@@ -267,6 +267,12 @@ test("admin: no token or a wrong one is 401; every answer is no-store", async ()
   assert.equal(ok.headers.get("cache-control"), "no-store");
   const raw = await fetch(`${w.url}/admin/api/deliveries`, { headers: { authorization: `Basic ${ADMIN_TOKEN}` } });
   assert.equal(raw.status, 401);
+  // the scheme's name is case-insensitive, the token is not
+  for (const [auth, status] of [[`bearer ${ADMIN_TOKEN}`, 200], [`BEARER ${ADMIN_TOKEN}`, 200], [`Bearer ${ADMIN_TOKEN.toUpperCase()}`, 401], [`Bearer  ${ADMIN_TOKEN}`, 401]]) {
+    const res = await fetch(`${w.url}/admin/api/deliveries?limit=1`, { headers: { authorization: auth } });
+    assert.equal(res.status, status, auth);
+    await res.arrayBuffer();
+  }
 });
 
 test("admin: cross-site writes are refused even with the token", async () => {
