@@ -82,7 +82,7 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
     Ok(())
 }
 
-/// The webhook body: the contract's fields, and `text` for Slack-compatible receivers.
+/// The webhook body: exactly the contract's fields (CONTRACT §9).
 fn body(a: &AlertRow) -> String {
     json!({
         "id": a.id,
@@ -92,7 +92,6 @@ fn body(a: &AlertRow) -> String {
         "count": a.count,
         "first_seen": a.first_seen,
         "last_seen": a.last_seen,
-        "text": format!("[paymos {}] {}: {}", a.severity, a.kind, a.summary),
     })
     .to_string()
 }

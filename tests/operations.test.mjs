@@ -235,7 +235,8 @@ test("alerts: each kind opens, is sent once (Python verifies it), is not re-sent
     assert.deepEqual(pythonVerifies(hook.requests), hook.requests.map(() => true), "every signature verified by Python's hmac");
     for (const r of hook.requests) {
       assert.equal(r.id, r.json.id);
-      for (const k of ["id", "kind", "severity", "summary", "count", "first_seen", "last_seen"]) assert.ok(k in r.json, k);
+      // exactly the contract's body (§9), nothing else
+      assert.deepEqual(Object.keys(r.json).sort(), ["count", "first_seen", "id", "kind", "last_seen", "severity", "summary"]);
     }
 
     // not re-sent within 6 hours
