@@ -103,11 +103,9 @@ fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
             (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
                 let run = |s: &[u8]| s.iter().take_while(|c| c.is_ascii_digit()).count();
                 let (na, nb) = (run(a), run(b));
-                let trim = |s: &'_ [u8]| -> usize { s.iter().take_while(|c| **c == b'0').count() };
-                let (da, db) = (
-                    &a[trim(&a[..na]).min(na)..na],
-                    &b[trim(&b[..nb]).min(nb)..nb],
-                );
+                // the digits without leading zeros: longer is larger, else digit by digit
+                let zeros = |s: &[u8]| -> usize { s.iter().take_while(|c| **c == b'0').count() };
+                let (da, db) = (&a[zeros(&a[..na])..na], &b[zeros(&b[..nb])..nb]);
                 let by_value = da.len().cmp(&db.len()).then_with(|| da.cmp(db));
                 if by_value != Ordering::Equal {
                     return by_value;
