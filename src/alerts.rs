@@ -96,6 +96,19 @@ fn body(a: &AlertRow) -> String {
     .to_string()
 }
 
+/// The send's message id (`webhook-id` and `Idempotency-Key`): the alert's id for its first
+/// message, `<id>_<n>` for the reminder after `n` messages delivered. A reminder is a new
+/// message (Standard Webhooks keeps an id only for retries of one message), so a receiver that
+/// drops copies by id keeps it; a failed send is retried under the same id (`sends` counts the
+/// delivered ones). The body's `id` is always the alert's.
+fn message_id(a: &AlertRow) -> String {
+    if a.sends == 0 {
+        a.id.clone()
+    } else {
+        format!("{}_{}", a.id, a.sends)
+    }
+}
+
 async fn send(
     db: &D1Database,
     webhook: &Result<Option<SignedEndpoint>, String>,
@@ -114,7 +127,7 @@ async fn send(
     let Some(alert) = sql::load_alert(db, id).await? else {
         return Ok(());
     };
-    match effects::post_signed(endpoint, id, body(&alert), SEND_TIMEOUT_MS).await {
+    match effects::post_signed(endpoint, &message_id(&alert), body(&alert), SEND_TIMEOUT_MS).await {
         Ok(()) => {
             sql::alert_sent(db, id).await?;
             log::line("alert", id, "sent", Some(&alert.kind));

@@ -192,7 +192,7 @@ test("alerts: each kind opens, is sent once (Python verifies it), is not re-sent
     req.on("data", (c) => (body += c));
     req.on("end", () => {
       if (hook.failing) return res.writeHead(503).end();
-      hook.requests.push({ id: req.headers["webhook-id"], ts: req.headers["webhook-timestamp"], sig: req.headers["webhook-signature"], body, json: JSON.parse(body) });
+      hook.requests.push({ id: req.headers["webhook-id"], key: req.headers["idempotency-key"], ts: req.headers["webhook-timestamp"], sig: req.headers["webhook-signature"], body, json: JSON.parse(body) });
       res.writeHead(200).end();
     });
   });
@@ -247,6 +247,15 @@ test("alerts: each kind opens, is sent once (Python verifies it), is not re-sent
     await w.db.prepare(`UPDATE alert SET sent_at = ${ago(7 * 60)} WHERE id = ?`).bind(backlog.id).run();
     await w.scheduled();
     assert.deepEqual(hook.requests.slice(7).map((r) => r.json.id), [backlog.id]);
+    // the reminder is a new message: its own webhook-id and Idempotency-Key (a receiver that
+    // drops copies by id keeps it), the same alert id in the body, signed as the first
+    const reminder = hook.requests[7];
+    const first = hook.requests.find((r) => r.json.id === backlog.id);
+    assert.equal(first.id, backlog.id);
+    assert.equal(first.key, backlog.id);
+    assert.equal(reminder.id, `${backlog.id}_1`);
+    assert.equal(reminder.key, reminder.id);
+    assert.deepEqual(pythonVerifies([reminder]), [true], "the reminder's signature verified by Python's hmac");
 
     // acknowledged: silent, even after 6 hours
     const dead = alerts.find((x) => x.kind === "delivery_dead");
