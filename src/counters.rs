@@ -1,11 +1,14 @@
 //! Counters kept in the isolate: refused requests by reason, accepted signatures by secret.
 //!
 //! A refused request must not cost a D1 write (CONTRACT §9: a flood of bad signatures is an
-//! attack, not load to amplify). Counts are added up here, in memory, per minute, and
-//! flushed to `request_count` at most once per `FLUSH_EVERY_MS` per isolate, after a
-//! response, with `waitUntil`: one small batch whatever the volume. What is lost when an
-//! isolate dies is what it counted since its last flush (at most a minute's worth); the
-//! metrics of the isolate that answers add its own unflushed counts.
+//! attack, not load to amplify). Counts are added up here, in memory, per minute, and written
+//! to `request_count` in one small batch whatever the volume: the reply after the first count
+//! since the last write schedules the next write `COUNTERS_FLUSH_SECONDS` later (default 20,
+//! at most 25), in a `waitUntil`, which the platform keeps alive up to 30 s after the reply.
+//! So an isolate writes at most once per that period, and the counts of a burst that ends
+//! are written even if no request reaches that isolate again (the cron flushes only its own).
+//! What is lost is what an isolate counted in the seconds before it was killed; the metrics
+//! of the isolate that answers add its own unwritten counts.
 
 use crate::log;
 use crate::sql;
@@ -13,9 +16,6 @@ use paymos_core::time::iso_minute;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use worker::{Date, Env};
-
-/// Flush at most this often per isolate.
-pub const FLUSH_EVERY_MS: u64 = 60_000;
 
 pub const REFUSED: &str = "refused";
 pub const SIGNATURE_VERIFIED: &str = "signature_verified";
@@ -25,16 +25,17 @@ type Pending = BTreeMap<(String, &'static str, String), u64>;
 
 struct State {
     pending: Pending,
-    last_flush_ms: u64,
+    /// A write is scheduled (a `waitUntil` waiting out the period).
+    scheduled: bool,
 }
 
 thread_local! {
-    static STATE: RefCell<State> = RefCell::new(State {
-        pending: BTreeMap::new(),
-        // an isolate's first requests do not flush at once: a flood of refusals right after
-        // a cold start still costs no write before the first minute is over
-        last_flush_ms: Date::now().as_millis(),
-    });
+    static STATE: RefCell<State> = const {
+        RefCell::new(State {
+            pending: BTreeMap::new(),
+            scheduled: false,
+        })
+    };
 }
 
 fn add(name: &'static str, label: String, n: u64) {
@@ -70,25 +71,28 @@ pub fn unflushed_since(since_bucket: &str) -> BTreeMap<(&'static str, String), u
     })
 }
 
-/// Whether a flush would write now (checked before registering one with `waitUntil`).
-pub fn flush_due() -> bool {
-    let now = Date::now().as_millis();
+/// Whether this reply schedules the next write: there are counts and no write is scheduled.
+/// True once per period, so that a reply costs no promise of its own.
+pub fn schedule_flush() -> bool {
     STATE.with(|s| {
-        let s = s.borrow();
-        !s.pending.is_empty() && now.saturating_sub(s.last_flush_ms) >= FLUSH_EVERY_MS
+        let mut s = s.borrow_mut();
+        if s.scheduled || s.pending.is_empty() {
+            return false;
+        }
+        s.scheduled = true;
+        true
     })
 }
 
-/// The pending counts when a flush is due (taken out of the isolate), else `None`.
-fn take_if_due(force: bool) -> Option<Pending> {
-    let now = Date::now().as_millis();
+/// The pending counts (taken out of the isolate), `None` when there are none; the next count
+/// schedules the next write.
+fn take() -> Option<Pending> {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
-        if s.pending.is_empty() || (!force && now.saturating_sub(s.last_flush_ms) < FLUSH_EVERY_MS)
-        {
+        s.scheduled = false;
+        if s.pending.is_empty() {
             return None;
         }
-        s.last_flush_ms = now;
         Some(std::mem::take(&mut s.pending))
     })
 }
@@ -102,10 +106,13 @@ fn put_back(pending: Pending) {
     });
 }
 
-/// Writes the counts if a flush is due (or `force`, from the cron). On a D1 failure they go
-/// back into the isolate for the next flush.
-pub async fn flush(env: &Env, force: bool) {
-    let Some(pending) = take_if_due(force) else {
+/// Writes the counts after `after_seconds` (the scheduled write) or at once (the cron's, for
+/// its own isolate). On a D1 failure they go back into the isolate for the next write.
+pub async fn flush(env: &Env, after_seconds: u32) {
+    if after_seconds > 0 {
+        worker::Delay::from(std::time::Duration::from_secs(u64::from(after_seconds))).await;
+    }
+    let Some(pending) = take() else {
         return;
     };
     let db = match sql::database(env) {

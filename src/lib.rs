@@ -71,11 +71,13 @@ mod fetch_export {
 
 const WEBHOOK_PATH: &str = "/webhooks/paymos";
 
-/// After a reply: the isolate's counters, written at most once a minute, in a `waitUntil`
-/// registered only when a flush is due, not a promise per request.
+/// After a reply: the isolate's counters, written `COUNTERS_FLUSH_SECONDS` after the first
+/// count since the last write, in a `waitUntil` registered only by the reply that schedules
+/// that write, not a promise per request (counters.rs).
 fn after_reply(env: Env, ctx: worker::worker_sys::Context) {
-    if counters::flush_due() {
-        worker::Context::new(ctx).wait_until(async move { counters::flush(&env, false).await });
+    if counters::schedule_flush() {
+        let after = config::counters_flush_seconds(&env);
+        worker::Context::new(ctx).wait_until(async move { counters::flush(&env, after).await });
     }
 }
 
@@ -223,7 +225,7 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     }
     // this isolate's counters first, so the alerts see them; then the alerts, last: a failing
     // alert webhook never holds back the sweepers
-    counters::flush(&env, true).await;
+    counters::flush(&env, 0).await;
     if let Err(e) = alerts::evaluate(&env).await {
         log::line("alerts", "-", "error", Some(e.code()));
     }

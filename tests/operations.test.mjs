@@ -165,6 +165,23 @@ test("1,000 bad-signature requests cause zero D1 writes and still show in the me
   }
 });
 
+test("the counts of a burst that ends are written without another request or the cron, in one batch", async () => {
+  const w = await startWorker({ vars: { COUNTERS_FLUSH_SECONDS: "2" } });
+  try {
+    const env = envelope("invoice.paid", randomId("inv_"));
+    const replies = await Promise.all(Array.from({ length: 40 }, () => badSignature(w.url, env)));
+    assert.ok(replies.every((r) => r.status === 401));
+    const written = () => w.db.prepare("SELECT count FROM request_count WHERE bucket = 'total' AND name = 'refused' AND label = '401 signature_mismatch'").first();
+    // nothing else reaches the isolate: the write scheduled by the burst's first reply
+    const row = await eventually("the burst's counts in D1", written, 10000, 200);
+    assert.equal(row.count, 40);
+    assert.ok((await w.db.prepare("SELECT count(*) AS n FROM request_count").first()).n <= 4, "one small batch, not a row per request");
+    assert.equal((await admin(w.url, "GET", "/metrics")).json.refused_last_hour.by_reason["401 signature_mismatch"], 40, "counted once");
+  } finally {
+    await w.close();
+  }
+});
+
 // ---------------------------------------------------------------- alerts
 
 const ALERT_KEY = Buffer.from("alert-webhook-test-key-0123456789");
