@@ -116,9 +116,6 @@ pub fn mode(env: &Env) -> Result<Mode, String> {
     }
 }
 
-/// What one Worker invocation may do (Cloudflare: 1,000 subrequests and 1,000 D1 queries on
-/// the paid plan, 50 on the free plan). `INVOCATION_BUDGET` (default 1000) sets both; the
-/// sweeper and reconciliation size their loops from it.
 /// How long after the first count since the last write an isolate's counters are written
 /// (counters.rs): `COUNTERS_FLUSH_SECONDS`, default 20, 1 to 25: at least a second, so that a
 /// flood is written in batches, and at most 25, so that the write happens within the 30 s the
@@ -127,6 +124,9 @@ pub fn counters_flush_seconds(env: &Env) -> u32 {
     number(env, "COUNTERS_FLUSH_SECONDS", 20u32).clamp(1, 25)
 }
 
+/// What one Worker invocation may do (Cloudflare: 1,000 subrequests and 1,000 D1 queries on
+/// the paid plan, 50 on the free plan). `INVOCATION_BUDGET` (default 1000) sets both; the
+/// sweeper and reconciliation size their loops from it.
 pub fn invocation_budget(env: &Env) -> u32 {
     number(env, "INVOCATION_BUDGET", 1000u32).max(10)
 }
