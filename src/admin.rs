@@ -51,9 +51,8 @@ pub fn authorize(req: &Request, env: &Env) -> AppResult<()> {
 /// no data, so it is served without the token: signing in is the page's own first step.
 pub async fn page(req: Request, env: &Env) -> worker::Result<Response> {
     if config::admin_token(env).is_none() {
-        let mut resp = AppError::NotFound.into_response()?;
-        resp.headers_mut().set("Cache-Control", "no-store")?;
-        return Ok(resp);
+        // answered as the admin API's 404 is (never cached)
+        return crate::admin_reply(Err(AppError::NotFound));
     }
     env.assets("ASSETS")?.fetch_request(req).await
 }
