@@ -3,7 +3,8 @@
 
 use paymos_core::envelope::{parse_envelope, EnvelopeError};
 use paymos_core::signature::{
-    sign, signature_header, verify, Secret, SecretSet, SignatureError, SignatureHeader,
+    check, match_macs, sign, signature_header, verify, Secret, SecretSet, SignatureError,
+    SignatureHeader,
 };
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
@@ -225,5 +226,58 @@ proptest! {
             prop_assert_eq!(verify(Some(&header), &b, &set, now, 300), Err(SignatureError::Mismatch));
         }
         prop_assert_eq!(sign(&s, t, &body).len(), 64);
+    }
+
+    /// The Worker's large-body path (`check`, the MAC of `signed_prefix()` + body under each
+    /// secret computed outside the core, `match_macs`) decides exactly as `verify` does: same
+    /// result, same error, same secret. The MAC here is the hmac crate's; the Worker's is
+    /// the runtime's WebCrypto, checked against node:crypto's signatures in tests/receiver.
+    #[test]
+    fn check_then_match_macs_is_verify(
+        h in prop_oneof![near_valid_header(), any::<String>()],
+        signed_by in prop::option::of(0usize..3),
+        // the header's t: near `now` (inside or just outside the tolerance), written with a
+        // leading zero or not, or no signed header at all
+        t_skew in prop::option::of((-400i64..400, any::<bool>())),
+        extra_v1 in prop::option::of("[0-9a-f]{64}"),
+        body in prop::collection::vec(any::<u8>(), 0..512),
+        now in 1_700_000_000i64..1_800_000_000,
+        tol in prop_oneof![4 => Just(300i64), 1 => any::<i64>()],
+    ) {
+        use hmac::{Hmac, Mac};
+        let set = SecretSet::parse("whsec_new whsec_old").unwrap();
+        // a header signed by one of the secrets (or by none of them: index 2), or a random one
+        let header = match (signed_by, t_skew) {
+            (Some(i), Some((skew, zero))) => {
+                let t = format!("{}{}", if zero { "0" } else { "" }, now + skew);
+                let s = Secret::new(["whsec_new", "whsec_old", "whsec_other"][i]);
+                let mut h = format!("t={t},v1={}", paymos_core::signature::sign_text(&s, &t, &body));
+                if let Some(x) = &extra_v1 {
+                    h = format!("t={t},v1={x},{}", &h[h.find("v1=").unwrap()..]);
+                }
+                h
+            }
+            _ => h,
+        };
+        let header = Some(header.as_str());
+        let by_verify = verify(header, &body, &set, now, tol);
+        let split = check(header, &set, now, tol).and_then(|parsed| {
+            let mut message = parsed.signed_prefix().into_bytes();
+            message.extend_from_slice(&body);
+            let macs = set.secrets().iter().map(|s| {
+                let mut m = Hmac::<sha2::Sha256>::new_from_slice(s.expose().as_bytes()).unwrap();
+                m.update(&message);
+                <[u8; 32]>::from(m.finalize().into_bytes())
+            });
+            match_macs(&parsed, macs)
+        });
+        prop_assert_eq!(split, by_verify);
+        // the accepted cases are the signed ones within the tolerance
+        if let (Some(i), Some((skew, _)), 300) = (signed_by, t_skew, tol) {
+            prop_assert_eq!(by_verify.is_ok(), i < 2 && skew.abs() <= 300);
+            if let Ok(v) = by_verify {
+                prop_assert_eq!(v.secret_index, i);
+            }
+        }
     }
 }
