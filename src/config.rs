@@ -35,6 +35,9 @@ pub struct ReceiveConfig {
     pub secret_ids: Vec<String>,
     pub tolerance_seconds: i64,
     pub max_body_bytes: usize,
+    /// `secrets` imported into WebCrypto for large bodies (`webcrypto::import_keys`), on the
+    /// first large delivery: a promise of the keys, or `None` without WebCrypto.
+    pub webcrypto_keys: std::cell::OnceCell<Option<wasm_bindgen::JsValue>>,
 }
 
 thread_local! {
@@ -55,6 +58,7 @@ pub fn receive_config(env: &Env) -> Result<std::rc::Rc<ReceiveConfig>, Signature
         secrets,
         tolerance_seconds: tolerance_seconds(env),
         max_body_bytes: max_body_bytes(env),
+        webcrypto_keys: std::cell::OnceCell::new(),
     });
     Ok(RECEIVE.with(|c| c.get_or_init(|| config).clone()))
 }

@@ -16,6 +16,7 @@ mod receive;
 mod reconcile;
 mod sql;
 mod transition;
+mod webcrypto;
 
 use error::AppError;
 use serde_json::json;

@@ -116,6 +116,65 @@ for (const [name, opts, code] of rejected) {
   });
 }
 
+test("large deliveries (8 KiB and up, MACs from the runtime's WebCrypto) get the same decisions as small ones", async () => {
+  // node:crypto signs (tests/helpers/paymos.mjs), independently of both of the Worker's HMACs
+  const sized = (bytes) => {
+    const env = envelope("invoice.paid", randomId("inv_"), { data: { note: "" } });
+    env.data.note = "n".repeat(bytes - JSON.stringify(env).length);
+    assert.equal(JSON.stringify(env).length, bytes);
+    return env;
+  };
+  const now = () => Math.floor(Date.now() / 1000);
+  // 8 KiB - 1 is the wasm's; 8 KiB and more WebCrypto's; 256 KiB the limit
+  for (const bytes of [8 * 1024 - 1, 8 * 1024, 64 * 1024, 256 * 1024]) {
+    const accepted = [
+      ["the new secret", {}],
+      ["the old secret after a wrong one (rotation, second position)", { secrets: ["whsec_wrong_000000", SECRET_OLD] }],
+      ["both secrets", { secrets: [SECRET_NEW, SECRET_OLD] }],
+      ["t written with a leading zero (the MAC covers the text)", { t: `0${now()}` }],
+    ];
+    for (const [name, opts] of accepted) {
+      const env = sized(bytes);
+      const res = await deliver(w.url, env, opts);
+      assert.equal(res.status, 200, `${bytes} B, ${name}: ${res.text}`);
+      assert.deepEqual(res.json, { received: true, duplicate: false });
+      assert.equal(await rowCount(env.event_id), 1);
+      const again = await deliver(w.url, env, opts);
+      assert.deepEqual(again.json, { received: true, duplicate: true }, `${bytes} B, ${name}, again`);
+    }
+    const refused = [
+      ["a wrong secret", (env) => deliver(w.url, env, { secrets: ["whsec_wrong_000000"] }), "signature_mismatch"],
+      ["a stale timestamp", (env) => deliver(w.url, env, { t: now() - 301 }), "timestamp_out_of_tolerance"],
+      [
+        "one byte changed after signing",
+        async (env) => {
+          const t = now();
+          const original = JSON.stringify(env);
+          const sent = original.slice(0, -200) + "m" + original.slice(-199);
+          assert.equal(sent.length, original.length);
+          assert.notEqual(sent, original);
+          const r = await fetch(`${w.url}/webhooks/paymos`, {
+            method: "POST",
+            headers: { "x-webhook-id": env.event_id, "x-webhook-signature": `t=${t},v1=${sign(SECRET_NEW, t, original)}` },
+            body: sent,
+          });
+          return { status: r.status, json: await r.json() };
+        },
+        "signature_mismatch",
+      ],
+    ];
+    for (const [name, send, code] of refused) {
+      const env = sized(bytes);
+      const res = await send(env);
+      assert.equal(res.status, 401, `${bytes} B, ${name}`);
+      assert.deepEqual(res.json, { error: code }, `${bytes} B, ${name}`);
+      assert.equal(await rowCount(env.event_id), 0);
+    }
+  }
+  // WebCrypto answered every time: a failure would have been logged, and the wasm used instead
+  assert.deepEqual(w.logs.filter((l) => l.outcome === "webcrypto_error"), []);
+});
+
 test("401 replies never echo the secret, the signature or the expected value", async () => {
   const env = envelope("invoice.paid", randomId("inv_"));
   const t = Math.floor(Date.now() / 1000);

@@ -1,0 +1,107 @@
+//! HMAC-SHA-256 by the runtime's WebCrypto, for large deliveries: its native SHA-256 is
+//! several times faster than the wasm's over tens of kilobytes, while for a small body the
+//! wasm's synchronous HMAC costs less than a promise and a copy (README, "Benchmarks"). Only
+//! the MACs come from here: which one matches, in constant time, is still the core's
+//! (`signature::match_macs`).
+
+use paymos_core::Secret;
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::{JsCast, JsValue};
+use worker::js_sys::{self, Array, Promise, Uint8Array};
+
+#[wasm_bindgen]
+extern "C" {
+    /// `crypto.subtle`, with the two methods used here.
+    type Subtle;
+    #[wasm_bindgen(method, catch, js_name = importKey)]
+    fn import_key(
+        this: &Subtle,
+        format: &str,
+        key: &Uint8Array,
+        algorithm: &JsValue,
+        extractable: bool,
+        usages: &Array,
+    ) -> Result<Promise, JsValue>;
+    #[wasm_bindgen(method, catch)]
+    fn sign(
+        this: &Subtle,
+        algorithm: &str,
+        key: &JsValue,
+        data: &Uint8Array,
+    ) -> Result<Promise, JsValue>;
+}
+
+fn subtle() -> Option<Subtle> {
+    let crypto = js_sys::Reflect::get(&js_sys::global(), &"crypto".into()).ok()?;
+    let subtle = js_sys::Reflect::get(&crypto, &"subtle".into()).ok()?;
+    (subtle.is_object()).then(|| subtle.unchecked_into())
+}
+
+/// The secrets imported as HMAC-SHA-256 signing keys, in order: a promise of an array of
+/// `CryptoKey`s. `None` where the runtime has no WebCrypto. Made once per configuration
+/// (`config::ReceiveConfig` keeps it).
+pub fn import_keys(secrets: &[Secret]) -> Option<JsValue> {
+    let subtle = subtle()?;
+    let algorithm = js_sys::Object::new();
+    js_sys::Reflect::set(&algorithm, &"name".into(), &"HMAC".into()).ok()?;
+    js_sys::Reflect::set(&algorithm, &"hash".into(), &"SHA-256".into()).ok()?;
+    let usages = Array::of1(&"sign".into());
+    let keys = Array::new();
+    for secret in secrets {
+        // the key is the whole secret, `whsec_` included, as its UTF-8 bytes (CONTRACT §1)
+        let raw = Uint8Array::from(secret.expose().as_bytes());
+        let key: JsValue = subtle
+            .import_key("raw", &raw, &algorithm, false, &usages)
+            .ok()?
+            .into();
+        keys.push(&key);
+    }
+    Some(Promise::all(&keys).into())
+}
+
+/// Starts the MAC of `prefix` followed by `body` under each key: a promise of an array of
+/// `ArrayBuffer`s, in the keys' order. The bytes are copied into one buffer first (WebCrypto
+/// takes one message); `sign` copies its input when called, so nothing here outlives the call.
+pub fn sign_all(keys: &JsValue, prefix: &[u8], body: &[u8]) -> JsValue {
+    let message = Uint8Array::new_with_length((prefix.len() + body.len()) as u32);
+    message.subarray(0, prefix.len() as u32).copy_from(prefix);
+    message
+        .subarray(prefix.len() as u32, message.length())
+        .copy_from(body);
+    let Some(subtle) = subtle() else {
+        return Promise::reject(&"no WebCrypto".into()).into();
+    };
+    crate::receive::settle(keys, move |keys| {
+        let keys = match keys {
+            Ok(keys) => Array::from(&keys),
+            Err(e) => return Promise::reject(&e).into(),
+        };
+        let signs = Array::new();
+        for key in keys.iter() {
+            match subtle.sign("HMAC", &key, &message) {
+                Ok(promise) => signs.push(&promise),
+                Err(e) => return Promise::reject(&e).into(),
+            };
+        }
+        Promise::all(&signs).into()
+    })
+}
+
+/// The MACs out of [`sign_all`]'s result: `None` unless there is one 32-byte MAC per secret.
+pub fn macs(result: &JsValue, secrets: usize) -> Option<Vec<[u8; 32]>> {
+    let buffers: &Array = result.dyn_ref()?;
+    if buffers.length() as usize != secrets {
+        return None;
+    }
+    buffers
+        .iter()
+        .map(|buffer| {
+            let bytes = Uint8Array::new(&buffer);
+            let mut mac = [0u8; 32];
+            (bytes.length() == 32).then(|| {
+                bytes.copy_to(&mut mac);
+                mac
+            })
+        })
+        .collect()
+}
