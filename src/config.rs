@@ -36,8 +36,8 @@ pub struct ReceiveConfig {
     pub tolerance_seconds: i64,
     pub max_body_bytes: usize,
     /// `secrets` imported into WebCrypto for large bodies (`webcrypto::import_keys`), on the
-    /// first large delivery: a promise of the keys, or `None` without WebCrypto.
-    pub webcrypto_keys: std::cell::OnceCell<Option<wasm_bindgen::JsValue>>,
+    /// first large delivery; `None` without WebCrypto.
+    pub webcrypto_keys: std::cell::OnceCell<Option<crate::webcrypto::HmacKeys>>,
 }
 
 thread_local! {

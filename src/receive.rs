@@ -116,12 +116,11 @@ fn after_body(
         return finish(Err(AppError::PayloadTooLarge), &head);
     }
     if body.len() >= WEBCRYPTO_MIN_BYTES {
-        let now = now_seconds();
         // the header's own checks first: a refused header costs no MAC
         let parsed = match signature::check(
             head.signature.as_deref(),
             &config.secrets,
-            now,
+            now_seconds(),
             config.tolerance_seconds,
         ) {
             Ok(parsed) => parsed,
@@ -129,14 +128,12 @@ fn after_body(
         };
         let keys = config
             .webcrypto_keys
-            .get_or_init(|| crate::webcrypto::import_keys(config.secrets.secrets()))
-            .clone();
+            .get_or_init(|| crate::webcrypto::import_keys(config.secrets.secrets()));
         match keys {
             // no WebCrypto here (said in its own log line): the wasm computes the MACs below
             None => crate::log::line("receive", "-", "webcrypto_error", Some("no WebCrypto keys")),
             Some(keys) => {
-                let macs =
-                    crate::webcrypto::sign_all(&keys, parsed.signed_prefix().as_bytes(), &body);
+                let macs = keys.sign_all(parsed.signed_prefix().as_bytes(), &body);
                 return settle(&macs, move |macs| {
                     let macs = macs
                         .map_err(|e| worker::Error::from(e).to_string())
@@ -146,17 +143,11 @@ fn after_body(
                         });
                     let verified = match macs {
                         Ok(macs) => signature::match_macs(&parsed, macs),
-                        // WebCrypto failed (said in its own log line): the wasm computes them,
-                        // at the same `now`
+                        // WebCrypto failed (said in its own log line): the wasm computes them
                         Err(why) => {
                             crate::log::line("receive", "-", "webcrypto_error", Some(&why));
-                            signature::verify(
-                                head.signature.as_deref(),
-                                &body,
-                                &config.secrets,
-                                now,
-                                config.tolerance_seconds,
-                            )
+                            let macs = signature::macs(&parsed, &config.secrets, &body);
+                            signature::match_macs(&parsed, macs)
                         }
                     };
                     let accepted = verified

@@ -12,6 +12,7 @@ use worker::js_sys::{self, Array, Promise, Uint8Array};
 #[wasm_bindgen]
 extern "C" {
     /// `crypto.subtle`, with the two methods used here.
+    #[derive(Clone)]
     type Subtle;
     #[wasm_bindgen(method, catch, js_name = importKey)]
     fn import_key(
@@ -37,10 +38,16 @@ fn subtle() -> Option<Subtle> {
     (subtle.is_object()).then(|| subtle.unchecked_into())
 }
 
-/// The secrets imported as HMAC-SHA-256 signing keys, in order: a promise of an array of
-/// `CryptoKey`s. `None` where the runtime has no WebCrypto. Made once per configuration
-/// (`config::ReceiveConfig` keeps it).
-pub fn import_keys(secrets: &[Secret]) -> Option<JsValue> {
+/// The secrets imported as HMAC-SHA-256 signing keys, with the `crypto.subtle` that signs
+/// with them. Made once per configuration (`config::ReceiveConfig` keeps it).
+pub struct HmacKeys {
+    subtle: Subtle,
+    /// a promise of an array of `CryptoKey`s, in the secrets' order
+    keys: Promise,
+}
+
+/// The secrets' keys, `None` where the runtime has no WebCrypto.
+pub fn import_keys(secrets: &[Secret]) -> Option<HmacKeys> {
     let subtle = subtle()?;
     let algorithm = js_sys::Object::new();
     js_sys::Reflect::set(&algorithm, &"name".into(), &"HMAC".into()).ok()?;
@@ -56,38 +63,42 @@ pub fn import_keys(secrets: &[Secret]) -> Option<JsValue> {
             .into();
         keys.push(&key);
     }
-    Some(Promise::all(&keys).into())
-}
-
-/// Starts the MAC of `prefix` followed by `body` under each key: a promise of an array of
-/// `ArrayBuffer`s, in the keys' order. The bytes are copied into one buffer first (WebCrypto
-/// takes one message); `sign` copies its input when called, so nothing here outlives the call.
-pub fn sign_all(keys: &JsValue, prefix: &[u8], body: &[u8]) -> JsValue {
-    let message = Uint8Array::new_with_length((prefix.len() + body.len()) as u32);
-    message.subarray(0, prefix.len() as u32).copy_from(prefix);
-    message
-        .subarray(prefix.len() as u32, message.length())
-        .copy_from(body);
-    let Some(subtle) = subtle() else {
-        return Promise::reject(&"no WebCrypto".into()).into();
-    };
-    crate::receive::settle(keys, move |keys| {
-        let keys = match keys {
-            Ok(keys) => Array::from(&keys),
-            Err(e) => return Promise::reject(&e).into(),
-        };
-        let signs = Array::new();
-        for key in keys.iter() {
-            match subtle.sign("HMAC", &key, &message) {
-                Ok(promise) => signs.push(&promise),
-                Err(e) => return Promise::reject(&e).into(),
-            };
-        }
-        Promise::all(&signs).into()
+    Some(HmacKeys {
+        subtle,
+        keys: Promise::all(&keys),
     })
 }
 
-/// The MACs out of [`sign_all`]'s result: `None` unless there is one 32-byte MAC per secret.
+impl HmacKeys {
+    /// Starts the MAC of `prefix` followed by `body` under each key: a promise of an array of
+    /// `ArrayBuffer`s, in the keys' order. The bytes are copied into one buffer first
+    /// (WebCrypto takes one message); `sign` copies its input when called, so nothing here
+    /// outlives the call.
+    pub fn sign_all(&self, prefix: &[u8], body: &[u8]) -> JsValue {
+        let message = Uint8Array::new_with_length((prefix.len() + body.len()) as u32);
+        message.subarray(0, prefix.len() as u32).copy_from(prefix);
+        message
+            .subarray(prefix.len() as u32, message.length())
+            .copy_from(body);
+        let subtle = self.subtle.clone();
+        crate::receive::settle(&self.keys, move |keys| {
+            let keys = match keys {
+                Ok(keys) => Array::from(&keys),
+                Err(e) => return Promise::reject(&e).into(),
+            };
+            let signs = Array::new();
+            for key in keys.iter() {
+                match subtle.sign("HMAC", &key, &message) {
+                    Ok(promise) => signs.push(&promise),
+                    Err(e) => return Promise::reject(&e).into(),
+                };
+            }
+            Promise::all(&signs).into()
+        })
+    }
+}
+
+/// The MACs out of [`HmacKeys::sign_all`]'s result: `None` unless there is one 32-byte MAC per secret.
 pub fn macs(result: &JsValue, secrets: usize) -> Option<Vec<[u8; 32]>> {
     let buffers: &Array = result.dyn_ref()?;
     if buffers.length() as usize != secrets {

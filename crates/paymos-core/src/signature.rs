@@ -227,12 +227,21 @@ pub fn verify(
     tolerance_seconds: i64,
 ) -> Result<VerifiedSignature, SignatureError> {
     let parsed = check(header, secrets, now, tolerance_seconds)?;
-    // each secret's MAC computed only if the ones before it matched nothing
-    let macs = secrets
+    match_macs(&parsed, macs(&parsed, secrets, body))
+}
+
+/// The MAC of `parsed`'s [`SignatureHeader::signed_prefix`] and `body` under each secret, in
+/// order, computed here (the hmac crate) as [`match_macs`] asks for them: a secret's MAC only
+/// if the ones before it matched nothing.
+pub fn macs<'a>(
+    parsed: &'a SignatureHeader,
+    secrets: &'a SecretSet,
+    body: &'a [u8],
+) -> impl Iterator<Item = [u8; 32]> + 'a {
+    secrets
         .secrets()
         .iter()
-        .map(|secret| mac(secret, &parsed.timestamp_text, body));
-    match_macs(&parsed, macs)
+        .map(move |secret| mac(secret, &parsed.timestamp_text, body))
 }
 
 /// [`verify`]'s checks before any MAC: the header present, well-formed and within the
