@@ -120,13 +120,27 @@ export function pairedRatio(res, a, b, pick = (x) => x.throughput_rps) {
   return { median: median(rs), min: Math.min(...rs), max: Math.max(...rs), rounds: rs };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+/**
+ * A bench tool's command line: `opt(name, default)` reads `--name value`, `has(name)` a bare
+ * `--name` (one of `flags`, which take no value), and `positional` holds the arguments that are
+ * neither an option nor an option's value (the scripts).
+ */
+export function commandLine(flags = []) {
   const argv = process.argv.slice(2);
-  const opt = (name, dflt) => {
-    const i = argv.indexOf(`--${name}`);
-    return i >= 0 ? argv[i + 1] : dflt;
+  const takesValue = (x) => x?.startsWith("--") && !flags.includes(x.slice(2));
+  return {
+    opt: (name, dflt) => {
+      const i = argv.indexOf(`--${name}`);
+      return i >= 0 ? argv[i + 1] : dflt;
+    },
+    has: (name) => argv.includes(`--${name}`),
+    positional: argv.filter((x, i) => !x.startsWith("--") && !takesValue(argv[i - 1])),
   };
-  const [a, b] = argv.filter((x, i) => !x.startsWith("--") && !argv[i - 1]?.startsWith("--"));
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { opt, positional } = commandLine();
+  const [a, b] = positional;
   if (!a || !b) {
     console.error("usage: node bench/ab.mjs A.js B.js [--mode new|duplicate] [--concurrency N] [--seconds S] [--rounds R] [--warmup S]");
     process.exit(2);

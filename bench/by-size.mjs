@@ -5,17 +5,12 @@
 // A development tool, like bench/ab.mjs:
 //   node bench/by-size.mjs bench/ab-builds/base/index.js build/index.js bench/js-receiver.js \
 //     [--sizes 1000,4000,8192,16000,64000,250000] [--rounds 6] [--repeat 60] [--bad-signature]
-import { startBenchWorker } from "./ab.mjs";
+import { commandLine, median, startBenchWorker } from "./ab.mjs";
 import { envelope, randomId, sign } from "../tests/helpers/paymos.mjs";
 import { SECRET_NEW } from "../tests/helpers/worker.mjs";
 
-const argv = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = argv.indexOf(`--${name}`);
-  return i >= 0 ? argv[i + 1] : dflt;
-};
-const badSignature = argv.includes("--bad-signature");
-const scripts = argv.filter((x, i) => !x.startsWith("--") && !(argv[i - 1]?.startsWith("--") && argv[i - 1] !== "--bad-signature"));
+const { opt, has, positional: scripts } = commandLine(["bad-signature"]);
+const badSignature = has("bad-signature");
 if (scripts.length === 0) {
   console.error("usage: node bench/by-size.mjs SCRIPT.js [SCRIPT.js …] [--sizes N,N,…] [--rounds R] [--repeat N] [--bad-signature]");
   process.exit(2);
@@ -25,7 +20,6 @@ const rounds = Number(opt("rounds", 6));
 const repeat = Number(opt("repeat", 60));
 const unmeasured = Math.min(10, repeat - 1);
 
-const median = (a) => a.slice().sort((x, y) => x - y)[a.length >> 1];
 const workers = [];
 try {
   for (const s of scripts) workers.push(await startBenchWorker(s));

@@ -13,15 +13,10 @@ import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import WebSocket from "ws"; // Miniflare's own dependency (node 20 has no global WebSocket)
 import { freePort } from "../tests/helpers/worker.mjs";
-import { load, startBenchWorker } from "./ab.mjs";
+import { commandLine, load, startBenchWorker } from "./ab.mjs";
 
-const argv = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = argv.indexOf(`--${name}`);
-  return i >= 0 ? argv[i + 1] : dflt;
-};
-// the script is the one argument that is neither a flag nor a flag's value (--cold takes none)
-const script = argv.find((x, i) => !x.startsWith("--") && !(argv[i - 1]?.startsWith("--") && argv[i - 1] !== "--cold"));
+const { opt, has, positional } = commandLine(["cold"]);
+const [script] = positional;
 if (!script) {
   console.error("usage: node bench/profile.mjs SCRIPT.js [--mode new|duplicate] [--concurrency N] [--seconds S] [--top N] [--out F] [--cold]");
   process.exit(2);
@@ -55,7 +50,7 @@ try {
       ws.send(JSON.stringify({ id, method, params }));
     });
   // warm the isolate (wasm compiled, statements cached) before profiling, unless --cold
-  if (!argv.includes("--cold")) await load(`${w.url}/webhooks/paymos`, mode, concurrency, ["--duration-seconds", "1"]);
+  if (!has("cold")) await load(`${w.url}/webhooks/paymos`, mode, concurrency, ["--duration-seconds", "1"]);
   await send("Profiler.enable");
   await send("Profiler.setSamplingInterval", { interval: 50 });
   await send("Profiler.start");
