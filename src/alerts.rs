@@ -40,7 +40,6 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
         let k = kept.iter().find(|k| k.kind == kind.as_str());
         let state = k.map(|k| Kept {
             acknowledged: k.state == "acknowledged",
-            acked_count: k.acked_count,
             sent_at: k.sent_at_unix,
         });
         let send_id = match decide(o, state.as_ref(), now) {
@@ -63,9 +62,9 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
                 log::line("alert", &id, "opened", Some(kind.as_str()));
                 Some(id)
             }
-            Action::Update { send, reopen } => {
+            Action::Update { send } => {
                 let (o, k) = (o.expect("observed"), k.expect("kept"));
-                sql::update_alert(&db, &k.id, &o.summary, o.count, reopen).await?;
+                sql::update_alert(&db, &k.id, &o.summary, o.count).await?;
                 send.then(|| k.id.clone())
             }
             Action::Resolve => {
@@ -116,8 +115,19 @@ async fn send(
 ) -> AppResult<()> {
     let endpoint = match webhook {
         Ok(Some(e)) => e,
-        // not configured: kept and shown on /admin, said in the metrics' warnings
-        Ok(None) => return Ok(()),
+        // no URL: kept and shown on /admin, said here and in the metrics' warnings (CONTRACT
+        // §4: never silently); the next run that finds it due says it again
+        Ok(None) => {
+            log::line(
+                "alert",
+                id,
+                "not_sent",
+                Some(
+                    "ALERT_WEBHOOK_URL is not set: the alert is kept and shown on /admin, not sent",
+                ),
+            );
+            return Ok(());
+        }
         Err(why) => {
             log::line("alert", id, "not_configured", Some(why));
             sql::alert_send_failed(db, id, why).await?;

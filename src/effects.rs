@@ -26,9 +26,18 @@ pub async fn send_released(env: &Env, released: &[String]) {
     // With no order system to push to (pull mode, or a URL that cannot be used) there is
     // nothing to send: the effects wait, pending, in the feed; once an order system is
     // configured the sweeper hands them over. This saves a queue message and a D1 read per
-    // effect.
-    if released.is_empty() || !matches!(config::order_system(env), Ok(Some(_))) {
+    // effect. A URL set but unusable is said, never silent (CONTRACT §4).
+    if released.is_empty() {
         return;
+    }
+    match config::order_system(env) {
+        Ok(Some(_)) => {}
+        Ok(None) => return,
+        Err(why) => {
+            let detail = format!("{} effects kept pending: {why}", released.len());
+            log::line("effects", "-", "not_configured", Some(&detail));
+            return;
+        }
     }
     let (sent, err) = queue::enqueue_effects(env, released).await;
     if let Some(e) = err {
@@ -395,8 +404,14 @@ fn before_post<'a>(
 /// Re-enqueues pending effects whose message was lost or whose dispatcher died. Skipped
 /// while no order system is configured (the effects wait in the feed). Returns how many.
 pub async fn sweep(env: &Env, budget: u32) -> AppResult<usize> {
-    if !matches!(config::order_system(env), Ok(Some(_))) {
-        return Ok(0);
+    match config::order_system(env) {
+        Ok(Some(_)) => {}
+        Ok(None) => return Ok(0),
+        // said at every run while it lasts (CONTRACT §4), as the metrics' warnings do
+        Err(why) => {
+            log::line("sweep_effects", "-", "not_configured", Some(&why));
+            return Ok(0);
+        }
     }
     let db = sql::database(env)?;
     let older_than = config::sweep_after_seconds(env);

@@ -891,7 +891,6 @@ pub struct KeptAlert {
     pub id: String,
     pub kind: String,
     pub state: String,
-    pub acked_count: Option<i64>,
     pub sent_at_unix: Option<i64>,
 }
 
@@ -938,21 +937,10 @@ pub async fn open_alert(
     .await
 }
 
-pub async fn update_alert(
-    db: &D1Database,
-    id: &str,
-    summary: &str,
-    count: i64,
-    reopen: bool,
-) -> DbResult<()> {
+pub async fn update_alert(db: &D1Database, id: &str, summary: &str, count: i64) -> DbResult<()> {
     run(
         db,
-        st::UPDATE_ALERT.bind(vec![
-            Arg::text(id),
-            Arg::text(summary),
-            Arg::Int(count),
-            Arg::Int(i64::from(reopen)),
-        ]),
+        st::UPDATE_ALERT.bind(vec![Arg::text(id), Arg::text(summary), Arg::Int(count)]),
     )
     .await
 }

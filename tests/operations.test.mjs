@@ -274,17 +274,25 @@ test("alerts: each kind opens, is sent once (Python verifies it), is not re-sent
     assert.equal(reminder.key, reminder.id);
     assert.deepEqual(pythonVerifies([reminder]), [true], "the reminder's signature verified by Python's hmac");
 
-    // acknowledged: silent, even after 6 hours
+    // acknowledged: silent, even after 6 hours, and even when its condition grows (CONTRACT
+    // §9: sent "until it resolves or an operator acknowledges it"); the count still follows
     const dead = alerts.find((x) => x.kind === "delivery_dead");
     const ack = await admin(w.url, "POST", `/alerts/${dead.id}/ack`);
     assert.deepEqual(ack.json, { id: dead.id, state: "acknowledged" });
     await w.db.prepare(`UPDATE alert SET sent_at = ${ago(7 * 60)} WHERE id = ?`).bind(dead.id).run();
     await w.scheduled();
     assert.equal(hook.requests.filter((r) => r.json.id === dead.id).length, 1);
+    const deadToo = envelope("invoice.paid", randomId("inv_"));
+    await insert(deadToo, ", processed_at, outcome", `, ${now}, 'dead'`);
+    await w.scheduled();
+    const grown = (await admin(w.url, "GET", "/alerts")).json.data.find((x) => x.id === dead.id);
+    assert.equal(grown.state, "acknowledged");
+    assert.equal(grown.count, 2);
+    assert.equal(hook.requests.filter((r) => r.json.id === dead.id).length, 1, "acknowledged, then grown: still not sent");
     assert.equal((await admin(w.url, "POST", "/alerts/alt_nosuch/ack")).status, 404);
 
     // resolved when the condition no longer holds
-    await w.db.prepare("DELETE FROM webhook_delivery WHERE event_id = ?").bind(deadEnv.event_id).run();
+    await w.db.prepare("DELETE FROM webhook_delivery WHERE event_id IN (?, ?)").bind(deadEnv.event_id, deadToo.event_id).run();
     await w.scheduled();
     alerts = (await admin(w.url, "GET", "/alerts")).json.data;
     assert.equal(alerts.find((x) => x.id === dead.id).state, "resolved");
@@ -307,6 +315,41 @@ test("alerts: each kind opens, is sent once (Python verifies it), is not re-sent
   } finally {
     await w.close();
     server.close();
+  }
+});
+
+test("a URL that cannot carry credentials, or none for alerts, is said in log lines as well as the metrics (CONTRACT §4)", async () => {
+  const w = await startWorker({
+    vars: { ORDER_SYSTEM_URL: "http://orders.example.com/hook", ORDER_SYSTEM_SECRET: ALERT_SECRET, ALERT_WEBHOOK_URL: "" },
+  });
+  try {
+    const lines = (stage, outcome) => w.logs.filter((l) => l.stage === stage && l.outcome === outcome);
+    // a paid invoice releases its fulfilment: kept pending, and said
+    const paid = envelope("invoice.paid", randomId("inv_"));
+    assert.equal((await deliver(w.url, paid)).status, 200);
+    await w.processed(paid.event_id);
+    await eventually("the effects' not_configured line", () => lines("effects", "not_configured").length > 0);
+    assert.match(lines("effects", "not_configured")[0].detail, /^1 effects kept pending: ORDER_SYSTEM_URL is not an https URL/);
+    const effect = await w.db.prepare("SELECT dispatch FROM effect WHERE resource_id = ?").bind(paid.data.id).first();
+    assert.equal(effect.dispatch, "pending");
+    // a dead delivery opens an alert that has nowhere to go: said at the cron, as the effects'
+    // sweeper says why it hands nothing over
+    const dead = envelope("invoice.paid", randomId("inv_"));
+    await w.db
+      .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, processed_at, outcome) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'dead')")
+      .bind(dead.event_id, dead.data.id, dead.type, JSON.stringify(dead))
+      .run();
+    await w.scheduled();
+    await eventually("the cron's lines", () => lines("alert", "not_sent").length > 0 && lines("sweep_effects", "not_configured").length > 0);
+    assert.match(lines("sweep_effects", "not_configured")[0].detail, /ORDER_SYSTEM_URL is not an https URL/);
+    const notSent = lines("alert", "not_sent")[0];
+    assert.match(notSent.event_id, /^alt_/);
+    assert.match(notSent.detail, /ALERT_WEBHOOK_URL is not set/);
+    assert.ok(lines("effects", "not_configured").concat(lines("sweep_effects", "not_configured")).every((l) => !/whsec_/.test(l.detail)), "never the secret");
+    const warnings = (await admin(w.url, "GET", "/metrics")).json.config.warnings;
+    assert.ok(warnings.some((x) => /ORDER_SYSTEM_URL/.test(x)) && warnings.some((x) => /ALERT_WEBHOOK_URL/.test(x)), JSON.stringify(warnings));
+  } finally {
+    await w.close();
   }
 });
 

@@ -170,6 +170,12 @@ test("a walk larger than one invocation's budget continues in later cron invocat
       invocations += 1;
       perInvocation.push(provider.served - before);
       const latest = (await admin(w.url, "GET", "/reconcile")).json;
+      if (invocations === 2 && latest.state === "running") {
+        // truncated so far, not silent (CONTRACT §9): the cron that continued it raised the alert
+        const alert = (await admin(w.url, "GET", "/alerts")).json.data.find((x) => x.kind === "reconciliation");
+        assert.equal(alert?.state, "open", JSON.stringify(alert));
+        assert.match(alert.summary, /^reconciliation running: \d+ missing.*continued by the cron/);
+      }
       if (latest.state !== "running") break;
       assert.ok(invocations < 400, "the walk ends");
     }
@@ -180,6 +186,10 @@ test("a walk larger than one invocation's budget continues in later cron invocat
     assert.equal(done.state, "done");
     assert.equal(done.truncated, false);
     assert.equal(done.checked, 1000);
+    // finished, with 1,000 invoices that had been missing: the same alert, now the whole run's
+    const alerts = (await admin(w.url, "GET", "/alerts")).json.data.filter((x) => x.kind === "reconciliation");
+    assert.equal(alerts.length, 1);
+    assert.match(alerts[0].summary, /^reconciliation done: 1000 missing/);
     assert.ok(done.pages >= 10, `pages ${done.pages}: split pages are fetched again from the invoice reached`);
     const listed = done.missing.map((m) => m.id);
     assert.equal(new Set(listed).size, 1000);

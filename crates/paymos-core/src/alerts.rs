@@ -162,13 +162,18 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
         );
     }
     if let Some(r) = &f.reconciliation {
-        // a run still going on is not a finding yet
-        if r.state != "running" && !r.ok {
+        // not ok: findings, an unreachable provider, or a truncated run, a run that did not
+        // finish in one invocation included (CONTRACT §6: it reports `truncated`, `ok: false`
+        // until the cron's continuations finish it; the alert resolves when a run is ok)
+        if !r.ok {
             let count = (r.missing + r.doubled + r.unprocessed).max(1);
             let mut summary = format!(
                 "reconciliation {}: {} missing, {} doubled, {} unprocessed",
                 r.state, r.missing, r.doubled, r.unprocessed
             );
+            if r.state == "running" {
+                summary.push_str(" so far (not finished in one invocation: continued by the cron)");
+            }
             if let Some(e) = &r.error {
                 summary.push_str(&format!(" ({e})"));
             }
@@ -202,7 +207,6 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kept {
     pub acknowledged: bool,
-    pub acked_count: Option<i64>,
     /// Unix seconds of the last successful send; `None`: never sent (or every send failed).
     pub sent_at: Option<i64>,
 }
@@ -212,11 +216,9 @@ pub struct Kept {
 pub enum Action {
     /// The condition holds and no alert is open: open one and send it.
     Open,
-    /// Still holds: update count/summary/last_seen; `send` when it is due, `reopen` when an
-    /// acknowledged alert's condition grew past what was acknowledged.
+    /// Still holds: update count/summary/last_seen; `send` when it is due.
     Update {
         send: bool,
-        reopen: bool,
     },
     /// No longer holds: resolve.
     Resolve,
@@ -228,22 +230,15 @@ pub fn decide(observed: Option<&Observation>, kept: Option<&Kept>, now: i64) -> 
         (None, None) => Action::Nothing,
         (None, Some(_)) => Action::Resolve,
         (Some(_), None) => Action::Open,
-        (Some(o), Some(k)) => {
-            let grew = k.acknowledged && o.count > k.acked_count.unwrap_or(0);
-            if k.acknowledged && !grew {
-                return Action::Update {
-                    send: false,
-                    reopen: false,
-                };
-            }
-            let due = k
+        // acknowledged: silent until it resolves (CONTRACT §9), however it grows; its count and
+        // summary still follow the condition on /admin. A later occurrence, after it resolved,
+        // opens a new alert.
+        (Some(_), Some(k)) if k.acknowledged => Action::Update { send: false },
+        (Some(_), Some(k)) => Action::Update {
+            send: k
                 .sent_at
-                .is_none_or(|at| now.saturating_sub(at) >= RESEND_AFTER_SECONDS);
-            Action::Update {
-                send: grew || due,
-                reopen: grew,
-            }
-        }
+                .is_none_or(|at| now.saturating_sub(at) >= RESEND_AFTER_SECONDS),
+        },
     }
 }
 
@@ -298,16 +293,34 @@ mod tests {
             ],
             "the effects backlog is exactly 15 min: not yet"
         );
-        let running = Facts {
+        let quiet = Facts {
             reconciliation: Some(ReconciliationFacts {
-                state: "running".into(),
+                state: "done".into(),
+                ok: true,
                 ..Default::default()
             }),
             signature_burst: 20,
             signature_refusals_recent: 19,
             ..Facts::default()
         };
-        assert!(observe(&running).is_empty(), "a run in progress, 19 < 20");
+        assert!(observe(&quiet).is_empty(), "a run that was ok, 19 < 20");
+        let running = Facts {
+            reconciliation: Some(ReconciliationFacts {
+                state: "running".into(),
+                missing: 3,
+                ..Default::default()
+            }),
+            signature_burst: 20,
+            ..Facts::default()
+        };
+        let o = observe(&running);
+        assert_eq!(
+            o.len(),
+            1,
+            "a run not finished in one invocation is truncated so far"
+        );
+        assert_eq!((o[0].kind, o[0].count), (AlertKind::Reconciliation, 3));
+        assert!(o[0].summary.contains("3 missing") && o[0].summary.contains("continued"));
         let failed = Facts {
             reconciliation: Some(ReconciliationFacts {
                 state: "failed".into(),
@@ -329,23 +342,16 @@ mod tests {
         assert_eq!(decide(None, None, NOW), Action::Nothing);
         let sent = Kept {
             acknowledged: false,
-            acked_count: None,
             sent_at: Some(NOW - 3600),
         };
         assert_eq!(
             decide(Some(&o), Some(&sent), NOW),
-            Action::Update {
-                send: false,
-                reopen: false
-            },
+            Action::Update { send: false },
             "not re-sent within 6 hours"
         );
         assert_eq!(
             decide(Some(&o), Some(&sent), NOW + RESEND_AFTER_SECONDS - 3600),
-            Action::Update {
-                send: true,
-                reopen: false
-            },
+            Action::Update { send: true },
             "re-sent after 6 hours open"
         );
         let never = Kept {
@@ -354,32 +360,22 @@ mod tests {
         };
         assert_eq!(
             decide(Some(&o), Some(&never), NOW),
-            Action::Update {
-                send: true,
-                reopen: false
-            },
+            Action::Update { send: true },
             "a failed send is retried at the next run"
         );
         let acked = Kept {
             acknowledged: true,
-            acked_count: Some(1),
             sent_at: Some(NOW - 7 * 3600),
         };
         assert_eq!(
             decide(Some(&o), Some(&acked), NOW),
-            Action::Update {
-                send: false,
-                reopen: false
-            },
+            Action::Update { send: false },
             "acknowledged: silent"
         );
         assert_eq!(
             decide(Some(&obs(AlertKind::DeliveryDead, 2)), Some(&acked), NOW),
-            Action::Update {
-                send: true,
-                reopen: true
-            },
-            "grew past what was acknowledged: open again"
+            Action::Update { send: false },
+            "acknowledged, then grown: still silent until it resolves"
         );
         assert_eq!(decide(None, Some(&acked), NOW), Action::Resolve);
     }

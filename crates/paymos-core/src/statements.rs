@@ -792,7 +792,7 @@ statement!(
 statement!(
     KEPT_ALERTS,
     [],
-    "SELECT id, kind, state, count, acked_count, \
+    "SELECT id, kind, state, count, \
        CAST(strftime('%s', sent_at) AS INTEGER) AS sent_at_unix \
      FROM alert WHERE state <> 'resolved'"
 );
@@ -807,13 +807,10 @@ statement!(
 
 statement!(
     UPDATE_ALERT,
-    ["id", "summary", "count", "reopen"],
+    ["id", "summary", "count"],
     "UPDATE alert SET summary = ?2, count = ?3, last_seen = ",
     now!(),
-    ", \
-       state = CASE WHEN ?4 = 1 THEN 'open' ELSE state END, \
-       acked_count = CASE WHEN ?4 = 1 THEN NULL ELSE acked_count END \
-     WHERE id = ?1 AND state <> 'resolved'"
+    " WHERE id = ?1 AND state <> 'resolved'"
 );
 
 statement!(
@@ -843,7 +840,7 @@ statement!(
 statement!(
     ACK_ALERT,
     ["id"],
-    // silent until resolved, or until its condition grows past what was acknowledged
+    // silent until resolved (CONTRACT §9); acked_count keeps the count the operator saw
     "UPDATE alert SET state = 'acknowledged', acknowledged_at = ",
     now!(),
     ", acked_count = count \
