@@ -45,20 +45,25 @@ export async function load(url, mode, concurrency, extra = []) {
   return JSON.parse(stdout);
 }
 
+/** Each workerd process this process started: its pid and its `/proc/<pid>/stat` fields. */
+export async function workerdChildren() {
+  const found = [];
+  for (const pid of await readdir("/proc").catch(() => [])) {
+    if (!/^\d+$/.test(pid)) continue;
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
+    const m = /^\d+ \((.*)\) \S (\d+)(?: \S+){9} (\d+) (\d+)/.exec(stat);
+    if (m && m[1] === "workerd" && Number(m[2]) === process.pid) found.push({ pid, utime: Number(m[3]), stime: Number(m[4]) });
+  }
+  return found;
+}
+
 /**
  * CPU seconds (user + system, all threads) used so far by this process's workerd children:
  * the runtime's cost, which moves far less with the machine's noise than requests/s does.
  */
 export async function workerdCpuSeconds() {
   const tick = 100; // USER_HZ on Linux
-  let total = 0;
-  for (const pid of await readdir("/proc").catch(() => [])) {
-    if (!/^\d+$/.test(pid)) continue;
-    const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
-    const m = /^\d+ \((.*)\) \S (\d+)(?: \S+){9} (\d+) (\d+)/.exec(stat);
-    if (m && m[1] === "workerd" && Number(m[2]) === process.pid) total += (Number(m[3]) + Number(m[4])) / tick;
-  }
-  return total;
+  return (await workerdChildren()).reduce((s, c) => s + (c.utime + c.stime) / tick, 0);
 }
 
 /**

@@ -9,11 +9,11 @@
 // `--perf-basic-prof`, a V8 flag that workerd takes in its config (`v8Flags`) but Miniflare
 // does not expose. BENCH_NO_CONSUMERS=1 leaves the queue consumers out, as for bench/ab.mjs.
 import { execFile } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { commandLine, load, startBenchWorker } from "./ab.mjs";
+import { commandLine, load, startBenchWorker, workerdChildren } from "./ab.mjs";
 
 const run = promisify(execFile);
 const { opt, positional } = commandLine();
@@ -28,18 +28,6 @@ const seconds = Number(opt("seconds", 5));
 const rounds = Number(opt("rounds", 2));
 const warmup = Number(opt("warmup", 3));
 const top = Number(opt("top", 30));
-
-/** The workerd processes this process started. */
-async function workerdPids() {
-  const pids = [];
-  for (const pid of await readdir("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
-    const m = /^\d+ \((.*)\) \S (\d+)/.exec(stat);
-    if (m && m[1] === "workerd" && Number(m[2]) === process.pid) pids.push(pid);
-  }
-  return pids;
-}
 
 /** The place a leaf frame belongs to. */
 function place(sym, dso, thread) {
@@ -99,7 +87,7 @@ try {
         const loading = load(url, mode, concurrency, ["--duration-seconds", String(seconds + 2)]);
         await new Promise((res) => setTimeout(res, 1000));
         const file = path.join(dir, `${key}-${r}.data`);
-        await run("perf", ["record", "-q", "-F", "2000", "-g", "-o", file, "-p", (await workerdPids()).join(","), "--", "sleep", String(seconds)], { maxBuffer: 1 << 26 });
+        await run("perf", ["record", "-q", "-F", "2000", "-g", "-o", file, "-p", (await workerdChildren()).map((c) => c.pid).join(","), "--", "sleep", String(seconds)], { maxBuffer: 1 << 26 });
         const report = await loading;
         const t = total[key];
         t.requests += report.throughput_rps * seconds;
