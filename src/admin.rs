@@ -361,10 +361,13 @@ async fn bulk_replay(mut req: Request, env: &Env) -> AppResult<Response> {
     }))?)
 }
 
-/// A delivery cursor as this API gives it out: `received_at~event_id`.
+/// A delivery cursor as this API gives it out: `received_at~event_id` (a time as stored, an
+/// event id); anything else is refused rather than read as the top of the list.
 fn parse_cursor(c: &str) -> AppResult<(&str, &str)> {
     c.split_once(CURSOR_SEPARATOR)
-        .filter(|(at, id)| !at.is_empty() && is_valid_event_id(id))
+        .filter(|(at, id)| {
+            paymos_core::time::normalize_iso8601(at).is_some() && is_valid_event_id(id)
+        })
         .ok_or_else(|| {
             AppError::BadRequest(
                 "invalid_cursor",
@@ -580,8 +583,9 @@ async fn manual_transition(mut req: Request, env: &Env, id: &str) -> AppResult<R
         )
     })?;
     let reason = body.reason.trim();
-    // characters, not bytes: a 200-character Chinese reason is 600 bytes and valid
-    if reason.is_empty() || reason.chars().count() > MAX_REASON_CHARS {
+    // characters as sent, not bytes: a 200-character Chinese reason is 600 bytes and valid;
+    // one that is only blanks says nothing and is refused
+    if reason.is_empty() || body.reason.chars().count() > MAX_REASON_CHARS {
         return Err(AppError::BadRequest(
             "invalid_reason",
             format!("a reason of 1 to {MAX_REASON_CHARS} characters is required"),
@@ -612,6 +616,15 @@ async fn manual_transition(mut req: Request, env: &Env, id: &str) -> AppResult<R
         },
     )
     .await?;
+    // recorded either way (CONTRACT §3: anything the guard refuses is a recorded no-op), with
+    // the delivery outcomes' words: applied, or stale
+    let detail = format!(
+        "{id} to {}: now {}; reason: {reason}",
+        to.as_str(),
+        result.status.map_or("absent", paymos_core::State::as_str)
+    );
+    let outcome = if result.applied { "applied" } else { "stale" };
+    crate::log::line("manual_transition", "-", outcome, Some(&detail));
     crate::effects::send_released(env, &result.released).await;
     Ok(Response::from_json(
         &json!({ "applied": result.applied, "status": result.status }),

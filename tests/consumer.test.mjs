@@ -151,9 +151,16 @@ test("marked paid by an operator, then invoice.paid replayed: still one fulfilme
       ["paid", "manual", "customer sent proof of payment"],
     ],
   );
-  // a second manual attempt goes through the same guard
+  // a second manual attempt goes through the same guard, and the refusal is recorded (§3:
+  // "anything else is a recorded no-op"): a log line for each manual transition
   const again = await admin(w.url, "POST", `/resources/${inv}/transition`, { to: "paid", reason: "double click" });
   assert.deepEqual(again.json, { applied: false, status: "paid" });
+  const recorded = await eventually("the manual transitions' lines", () => {
+    const lines = w.logs.filter((l) => l.stage === "manual_transition" && l.detail?.startsWith(`${inv} to paid`));
+    return lines.length === 2 && lines;
+  });
+  assert.deepEqual(recorded.map((l) => l.outcome), ["applied", "stale"]);
+  assert.equal(recorded[1].detail, `${inv} to paid: now paid; reason: double click`);
 });
 
 test("withdrawal completed twice: one settlement; deposit confirmed twice: one credit", async () => {
@@ -367,9 +374,11 @@ test("admin: newest first, cursor paging past 100 rows, filters", async () => {
   const dead = (await admin(w.url, "GET", `/deliveries?resource_id=${inv}&status=dead`)).json;
   assert.equal(dead.data.length, 0);
 
-  for (const bad of ["status=nope", "limit=0", "limit=5000", "cursor=garbage"]) {
+  // a cursor this API did not give out is refused, not read as the top of the list
+  for (const bad of ["status=nope", "limit=0", "limit=5000", "cursor=garbage", "cursor=zzz~evt_a", `cursor=2026-02-30T00:00:00.000Z~evt_a`]) {
     const r = await admin(w.url, "GET", `/deliveries?${bad}`);
     assert.equal(r.status, 400, bad);
+    if (bad.startsWith("cursor")) assert.equal(r.json.error, "invalid_cursor", bad);
   }
 });
 

@@ -153,6 +153,11 @@ test("a manual reason is counted in Unicode characters, not bytes", async () => 
   const tooLong = await admin(w.url, "POST", `/resources/${randomId("inv_")}/transition`, { to: "paid", reason: "款".repeat(501) });
   assert.equal(tooLong.status, 400);
   assert.equal(tooLong.json.error, "invalid_reason");
+  // counted as sent: blanks around it count too; blanks alone are no reason
+  for (const reason of [` ${"x".repeat(499)} `, `x${" ".repeat(600)}`, "   "]) {
+    const r = await admin(w.url, "POST", `/resources/${randomId("inv_")}/transition`, { to: "paid", reason });
+    assert.equal(r.json.error, "invalid_reason", JSON.stringify(reason.length));
+  }
   const history = (await admin(w.url, "GET", `/resources/${(await w.db.prepare("SELECT resource_id FROM resource_transition WHERE cause = ?").bind(chinese200).first()).resource_id}`)).json.history;
   assert.equal(history[0].cause, chinese200, "the reason is kept whole");
 });

@@ -361,6 +361,8 @@ test("bulk replay: a filter is required, a dry run counts, the real run enqueues
     assert.equal((await admin(w.url, "POST", "/deliveries/replay", {})).json.error, "filter_required");
     assert.equal((await admin(w.url, "POST", "/deliveries/replay", { status: "lost" })).status, 400);
     assert.equal((await admin(w.url, "POST", "/deliveries/replay", { received_after: "yesterday" })).json.error, "invalid_time");
+    // a day the month does not have is refused, not read by SQLite as one in the next month
+    assert.equal((await admin(w.url, "POST", "/deliveries/replay", { received_after: "2026-02-30" })).json.error, "invalid_time");
     assert.equal((await admin(w.url, "POST", "/deliveries/replay", { status: "dead", colour: "red" })).status, 400);
     // 2,500 dead invoice.paid deliveries for 50 invoices (two endpoints' worth of copies and more)
     const invoices = Array.from({ length: 50 }, () => randomId("inv_"));

@@ -67,6 +67,19 @@ pub fn normalize_iso8601(s: &str) -> Option<String> {
     if !in_range(5..7, 1, 12) || !in_range(8..10, 1, 31) {
         return None;
     }
+    // a day the month has: 2026-02-30 is refused, not read by SQLite as a day in March
+    let number = |r: std::ops::Range<usize>| s[r].parse::<u32>().unwrap_or(0);
+    let (year, month, day) = (number(0..4), number(5..7), number(8..10));
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if day > days {
+        return None;
+    }
     if b.len() == 10 {
         return Some(s.to_string());
     }
@@ -117,6 +130,9 @@ mod tests {
             "2026-11-30T04:12:05.123Z",
             "2026-11-30T04:12:05+02:00",
             " 2026-11-30T04:12Z ",
+            "2028-02-29",
+            "2000-02-29T12:00Z",
+            "2026-12-31",
         ] {
             assert!(normalize_iso8601(ok).is_some(), "{ok}");
         }
@@ -128,6 +144,10 @@ mod tests {
             "2026-11-30T04:12:05.Z",
             "2026-11-30T04:12+2",
             "1764450000",
+            "2026-02-30",
+            "2026-02-29",
+            "2100-02-29T00:00Z",
+            "2026-04-31",
         ] {
             assert_eq!(normalize_iso8601(bad), None, "{bad}");
         }
