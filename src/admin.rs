@@ -439,7 +439,8 @@ fn delivery_json(d: DeliveryRow) -> Value {
 /// A status filter: `received`, `processed`, or an outcome (the statement reads it).
 fn status_filter(status: &str) -> AppResult<&'static str> {
     Ok(match status {
-        "received" => "received",
+        // not processed yet; `unprocessed` and `pending` say the same in other words
+        "received" | "unprocessed" | "pending" => "received",
         "processed" => "processed",
         "applied" => "applied",
         "ignored" => "ignored",
@@ -448,7 +449,7 @@ fn status_filter(status: &str) -> AppResult<&'static str> {
         _ => {
             return Err(AppError::BadRequest(
                 "invalid_status",
-                "status is one of received, processed, applied, ignored, stale, dead".into(),
+                "status is one of received (or unprocessed, pending), processed, applied, ignored, stale, dead".into(),
             ))
         }
     })

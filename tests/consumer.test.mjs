@@ -373,6 +373,12 @@ test("admin: newest first, cursor paging past 100 rows, filters", async () => {
   assert.equal(stale.data.length, 150);
   const dead = (await admin(w.url, "GET", `/deliveries?resource_id=${inv}&status=dead`)).json;
   assert.equal(dead.data.length, 0);
+  // not processed yet, in any of its three words: one delivery of this resource left so
+  await w.db.prepare("UPDATE webhook_delivery SET processed_at = NULL, outcome = NULL WHERE event_id = ?").bind(stale.data[0].event_id).run();
+  for (const word of ["received", "unprocessed", "pending"]) {
+    const waiting = (await admin(w.url, "GET", `/deliveries?resource_id=${inv}&status=${word}`)).json;
+    assert.deepEqual(waiting.data.map((d) => d.event_id), [stale.data[0].event_id], word);
+  }
 
   // a cursor this API did not give out is refused, not read as the top of the list
   for (const bad of ["status=nope", "limit=0", "limit=5000", "cursor=garbage", "cursor=zzz~evt_a", `cursor=2026-02-30T00:00:00.000Z~evt_a`]) {
