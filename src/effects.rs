@@ -26,18 +26,9 @@ pub async fn send_released(env: &Env, released: &[String]) {
     // With no order system to push to (pull mode, or a URL that cannot be used) there is
     // nothing to send: the effects wait, pending, in the feed; once an order system is
     // configured the sweeper hands them over. This saves a queue message and a D1 read per
-    // effect. A URL set but unusable is said, never silent (CONTRACT §4).
-    if released.is_empty() {
+    // effect.
+    if released.is_empty() || !can_push(env, "effects", Some(released.len())) {
         return;
-    }
-    match config::order_system(env) {
-        Ok(Some(_)) => {}
-        Ok(None) => return,
-        Err(why) => {
-            let detail = format!("{} effects kept pending: {why}", released.len());
-            log::line("effects", "-", "not_configured", Some(&detail));
-            return;
-        }
     }
     let (sent, err) = queue::enqueue_effects(env, released).await;
     if let Some(e) = err {
@@ -47,6 +38,24 @@ pub async fn send_released(env: &Env, released: &[String]) {
             "enqueue_error",
             Some(&format!("{} of {} sent: {e}", sent, released.len())),
         );
+    }
+}
+
+/// Whether effects can be pushed to an order system now. No URL is pull mode, and silent; a URL
+/// set but unusable is said, never silent (CONTRACT §4): a `not_configured` line for `stage`,
+/// with how many effects that leaves `pending` when there are some to say.
+fn can_push(env: &Env, stage: &str, pending: Option<usize>) -> bool {
+    match config::order_system(env) {
+        Ok(Some(_)) => true,
+        Ok(None) => false,
+        Err(why) => {
+            let detail = match pending {
+                Some(n) => format!("{n} effects kept pending: {why}"),
+                None => why,
+            };
+            log::line(stage, "-", "not_configured", Some(&detail));
+            false
+        }
     }
 }
 
@@ -404,14 +413,9 @@ fn before_post<'a>(
 /// Re-enqueues pending effects whose message was lost or whose dispatcher died. Skipped
 /// while no order system is configured (the effects wait in the feed). Returns how many.
 pub async fn sweep(env: &Env, budget: u32) -> AppResult<usize> {
-    match config::order_system(env) {
-        Ok(Some(_)) => {}
-        Ok(None) => return Ok(0),
-        // said at every run while it lasts (CONTRACT §4), as the metrics' warnings do
-        Err(why) => {
-            log::line("sweep_effects", "-", "not_configured", Some(&why));
-            return Ok(0);
-        }
+    // an unusable URL is said at every run while it lasts, as the metrics' warnings do
+    if !can_push(env, "sweep_effects", None) {
+        return Ok(0);
     }
     let db = sql::database(env)?;
     let older_than = config::sweep_after_seconds(env);

@@ -78,6 +78,12 @@ async function dbFootprint(db) {
   return out;
 }
 
+/** The statement that records `env` as a delivery gone dead (processed now, outcome `dead`). */
+const deadRow = (db, env) =>
+  db
+    .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, processed_at, outcome) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'dead')")
+    .bind(env.event_id, env.data.id, env.type, JSON.stringify(env));
+
 const badSignature = (url, env) =>
   fetch(`${url}/webhooks/paymos`, {
     method: "POST",
@@ -94,10 +100,7 @@ test("metrics: the Prometheus text parses and every contract name matches the D1
     assert.equal((await deliver(w.url, envs[0])).json.duplicate, true);
     for (const e of envs) await w.processed(e.event_id);
     const deadEnv = envelope("invoice.paid", randomId("inv_"));
-    await w.db
-      .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, processed_at, outcome) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'dead')")
-      .bind(deadEnv.event_id, deadEnv.data.id, deadEnv.type, JSON.stringify(deadEnv))
-      .run();
+    await deadRow(w.db, deadEnv).run();
     for (let i = 0; i < 2; i++) assert.equal((await badSignature(w.url, envelope("invoice.paid", randomId("inv_")))).status, 401);
     assert.equal((await deliver(w.url, envelope("invoice.paid", randomId("inv_")), { secrets: [SECRET_OLD] })).status, 200);
 
@@ -335,10 +338,7 @@ test("a URL that cannot carry credentials, or none for alerts, is said in log li
     // a dead delivery opens an alert that has nowhere to go: said at the cron, as the effects'
     // sweeper says why it hands nothing over
     const dead = envelope("invoice.paid", randomId("inv_"));
-    await w.db
-      .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, processed_at, outcome) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'dead')")
-      .bind(dead.event_id, dead.data.id, dead.type, JSON.stringify(dead))
-      .run();
+    await deadRow(w.db, dead).run();
     await w.scheduled();
     await eventually("the cron's lines", () => lines("alert", "not_sent").length > 0 && lines("sweep_effects", "not_configured").length > 0);
     assert.match(lines("sweep_effects", "not_configured")[0].detail, /ORDER_SYSTEM_URL is not an https URL/);
@@ -369,11 +369,7 @@ test("bulk replay: a filter is required, a dry run counts, the real run enqueues
     const stmts = [];
     for (let i = 0; i < 2500; i++) {
       const env = envelope("invoice.paid", invoices[i % 50]);
-      stmts.push(
-        w.db
-          .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, processed_at, outcome) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'dead')")
-          .bind(env.event_id, env.data.id, env.type, JSON.stringify(env)),
-      );
+      stmts.push(deadRow(w.db, env));
     }
     for (let i = 0; i < stmts.length; i += 250) await w.db.batch(stmts.slice(i, i + 250));
     const dry = await admin(w.url, "POST", "/deliveries/replay", { status: "dead", type: "invoice.paid", dry_run: true });
@@ -406,11 +402,7 @@ test("bulk replay larger than one invocation's budget continues with next_cursor
     const stmts = [];
     for (let i = 0; i < 450; i++) {
       const env = envelope("invoice.created", randomId("inv_"));
-      stmts.push(
-        w.db
-          .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, processed_at, outcome) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'dead')")
-          .bind(env.event_id, env.data.id, env.type, JSON.stringify(env)),
-      );
+      stmts.push(deadRow(w.db, env));
     }
     await w.db.batch(stmts);
     const body = { status: "dead", received_after: "2020-01-01T00:00:00Z" };

@@ -64,20 +64,20 @@ pub fn normalize_iso8601(s: &str) -> Option<String> {
     if b.len() < 10 || !digits(0..4) || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    if !in_range(5..7, 1, 12) || !in_range(8..10, 1, 31) {
+    let field = |r: std::ops::Range<usize>| s.get(r).and_then(|v| v.parse::<u32>().ok());
+    let (Some(year), Some(month), Some(day)) = (field(0..4), field(5..7), field(8..10)) else {
         return None;
-    }
+    };
     // a day the month has: 2026-02-30 is refused, not read by SQLite as a day in March
-    let number = |r: std::ops::Range<usize>| s[r].parse::<u32>().unwrap_or(0);
-    let (year, month, day) = (number(0..4), number(5..7), number(8..10));
     let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
     let days = match month {
         2 if leap => 29,
         2 => 28,
         4 | 6 | 9 | 11 => 30,
-        _ => 31,
+        1..=12 => 31,
+        _ => return None,
     };
-    if day > days {
+    if !(1..=days).contains(&day) {
         return None;
     }
     if b.len() == 10 {
