@@ -1,5 +1,6 @@
 //! Configuration read from the Worker's bindings (wrangler.toml vars, secrets, .dev.vars).
 
+use paymos_core::setting::{Numeric, Outside};
 use paymos_core::signature::{SecretSet, SignatureError, DEFAULT_TOLERANCE_SECONDS};
 use worker::Env;
 
@@ -14,10 +15,107 @@ pub fn string(env: &Env, name: &str) -> Option<String> {
         .filter(|s| !s.trim().is_empty())
 }
 
-fn number<T: std::str::FromStr>(env: &Env, name: &str, default: T) -> T {
-    string(env, name)
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(default)
+/// A numeric setting's value; one that does not parse or is out of its range is replaced
+/// (`paymos_core::setting`) and said in `warnings` (metrics, the page, the cron's log).
+fn number<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
+    env: &Env,
+    setting: &Numeric<T>,
+) -> T {
+    setting.read(string(env, setting.name).as_deref()).value
+}
+
+/// Why a numeric setting is not used as given, if it is not.
+fn number_warning<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
+    env: &Env,
+    setting: &Numeric<T>,
+) -> Option<String> {
+    setting.read(string(env, setting.name).as_deref()).warning
+}
+
+// The numeric settings and the values each may take. No upper bound on the tolerance: a test
+// that admits an old signed vector sets a very wide one on purpose.
+const TOLERANCE: Numeric<i64> = Numeric {
+    name: "PAYMOS_SIGNATURE_TOLERANCE_SECONDS",
+    default: DEFAULT_TOLERANCE_SECONDS,
+    min: 1,
+    max: 1_000_000_000_000,
+    outside: Outside::Default,
+};
+const MAX_BODY: Numeric<usize> = Numeric {
+    name: "PAYMOS_MAX_BODY_BYTES",
+    default: DEFAULT_MAX_BODY_BYTES,
+    min: 1,
+    // the platform's own request limit
+    max: 100 * 1024 * 1024,
+    outside: Outside::Default,
+};
+const SWEEP_AFTER: Numeric<i64> = Numeric {
+    name: "SWEEP_AFTER_SECONDS",
+    default: 300,
+    min: 0,
+    max: 1_000_000_000,
+    outside: Outside::Default,
+};
+const RETRY_BASE: Numeric<u32> = Numeric {
+    name: "QUEUE_RETRY_BASE_SECONDS",
+    default: 10,
+    min: 0,
+    // the delays are capped at 15 minutes whatever the base
+    max: 900,
+    outside: Outside::Nearest,
+};
+const COUNTERS_FLUSH: Numeric<u32> = Numeric {
+    name: "COUNTERS_FLUSH_SECONDS",
+    default: 20,
+    min: 1,
+    max: 25,
+    outside: Outside::Nearest,
+};
+const BUDGET: Numeric<u32> = Numeric {
+    name: "INVOCATION_BUDGET",
+    default: 1000,
+    min: 10,
+    max: 1_000_000,
+    outside: Outside::Nearest,
+};
+const ORDER_TIMEOUT: Numeric<u64> = Numeric {
+    name: "ORDER_SYSTEM_TIMEOUT_MS",
+    default: 10_000,
+    min: 100,
+    max: 60_000,
+    outside: Outside::Nearest,
+};
+const RETRY_SCALE: Numeric<f64> = Numeric {
+    name: "EFFECT_RETRY_SCALE",
+    default: 1.0,
+    min: 1e-9,
+    max: 1e6,
+    outside: Outside::Default,
+};
+const SIGNATURE_BURST: Numeric<i64> = Numeric {
+    name: "ALERT_SIGNATURE_REFUSALS",
+    default: paymos_core::alerts::DEFAULT_SIGNATURE_BURST,
+    min: 1,
+    max: 1_000_000_000,
+    outside: Outside::Default,
+};
+
+/// Every numeric setting not used as given: said in `warnings`, and logged by the cron.
+pub fn setting_warnings(env: &Env) -> Vec<String> {
+    [
+        number_warning(env, &TOLERANCE),
+        number_warning(env, &MAX_BODY),
+        number_warning(env, &SWEEP_AFTER),
+        number_warning(env, &RETRY_BASE),
+        number_warning(env, &COUNTERS_FLUSH),
+        number_warning(env, &BUDGET),
+        number_warning(env, &ORDER_TIMEOUT),
+        number_warning(env, &RETRY_SCALE),
+        number_warning(env, &SIGNATURE_BURST),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 pub fn secrets(env: &Env) -> Result<SecretSet, SignatureError> {
@@ -49,6 +147,16 @@ pub fn receive_config(env: &Env) -> Result<std::rc::Rc<ReceiveConfig>, Signature
         return Ok(c);
     }
     let secrets = secrets(env)?;
+    // said once per isolate here (every request reads the kept config), and by every cron
+    for warning in [
+        number_warning(env, &TOLERANCE),
+        number_warning(env, &MAX_BODY),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        crate::log::line("config", "-", "invalid_setting", Some(&warning));
+    }
     let config = std::rc::Rc::new(ReceiveConfig {
         secret_ids: secrets
             .secrets()
@@ -64,23 +172,19 @@ pub fn receive_config(env: &Env) -> Result<std::rc::Rc<ReceiveConfig>, Signature
 }
 
 pub fn tolerance_seconds(env: &Env) -> i64 {
-    number(
-        env,
-        "PAYMOS_SIGNATURE_TOLERANCE_SECONDS",
-        DEFAULT_TOLERANCE_SECONDS,
-    )
+    number(env, &TOLERANCE)
 }
 
 pub fn max_body_bytes(env: &Env) -> usize {
-    number(env, "PAYMOS_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)
+    number(env, &MAX_BODY)
 }
 
 pub fn sweep_after_seconds(env: &Env) -> i64 {
-    number(env, "SWEEP_AFTER_SECONDS", 300)
+    number(env, &SWEEP_AFTER)
 }
 
 pub fn retry_base_seconds(env: &Env) -> u32 {
-    number(env, "QUEUE_RETRY_BASE_SECONDS", 10)
+    number(env, &RETRY_BASE)
 }
 
 pub fn admin_token(env: &Env) -> Option<String> {
@@ -125,14 +229,14 @@ pub fn mode(env: &Env) -> Result<Mode, String> {
 /// flood is written in batches, and at most 25, so that the write happens within the 30 s the
 /// platform keeps a `waitUntil` alive after the reply.
 pub fn counters_flush_seconds(env: &Env) -> u32 {
-    number(env, "COUNTERS_FLUSH_SECONDS", 20u32).clamp(1, 25)
+    number(env, &COUNTERS_FLUSH)
 }
 
 /// What one Worker invocation may do (Cloudflare: 1,000 subrequests and 1,000 D1 queries on
 /// the paid plan, 50 on the free plan). `INVOCATION_BUDGET` (default 1000) sets both; the
 /// sweeper and reconciliation size their loops from it.
 pub fn invocation_budget(env: &Env) -> u32 {
-    number(env, "INVOCATION_BUDGET", 1000u32).max(10)
+    number(env, &BUDGET)
 }
 
 /// The queue whose messages exhausted their retries (wrangler.toml's `dead_letter_queue`),
@@ -178,12 +282,12 @@ pub fn order_system(env: &Env) -> Result<Option<SignedEndpoint>, String> {
 
 /// The order system must answer within this long (CONTRACT §7: 10 s).
 pub fn order_system_timeout_ms(env: &Env) -> u64 {
-    number(env, "ORDER_SYSTEM_TIMEOUT_MS", 10_000u64).clamp(100, 60_000)
+    number(env, &ORDER_TIMEOUT)
 }
 
 /// Compresses the effects' retry ladder (tests and demos); 1 in production.
 pub fn effect_retry_scale(env: &Env) -> f64 {
-    number(env, "EFFECT_RETRY_SCALE", 1.0f64)
+    number(env, &RETRY_SCALE)
 }
 
 /// The effects queue and its dead-letter queue, recognised by name.
@@ -211,17 +315,13 @@ pub fn alert_webhook(env: &Env) -> Result<Option<SignedEndpoint>, String> {
 
 /// Refused signatures in 15 minutes that make a `signature_refusals` alert.
 pub fn signature_burst(env: &Env) -> i64 {
-    number(
-        env,
-        "ALERT_SIGNATURE_REFUSALS",
-        paymos_core::alerts::DEFAULT_SIGNATURE_BURST,
-    )
+    number(env, &SIGNATURE_BURST)
 }
 
 /// Configuration that will make something fail or stay silent, said plainly (CONTRACT §4):
 /// shown in `/admin/api/metrics` and on the page.
 pub fn warnings(env: &Env) -> Vec<String> {
-    let mut w = Vec::new();
+    let mut w = setting_warnings(env);
     if let Err(e) = mode(env) {
         w.push(e);
     }

@@ -263,13 +263,36 @@ impl Snapshot {
                 .map(|(s, n)| (format!("{{secret=\"{}\"}}", escape(s)), *n))
                 .collect::<Vec<_>>(),
         );
+        // before the first run there is no result: no sample (a 0 would read as a failed run)
         let r = self.reconciliation_facts();
-        gauges(&mut out, &[
-            ("paymos_reconciliation_last_ok", "1 if the last reconciliation run finished with nothing missing, unprocessed or doubled.", i64::from(r.as_ref().is_some_and(|r| r.ok))),
-            ("paymos_reconciliation_last_missing", "Paid invoices the last reconciliation run found with no invoice.paid on record.", r.as_ref().map_or(0, |r| r.missing)),
-            ("paymos_alerts_open", "Open alerts.", f.alerts_open),
-            ("paymos_config_warnings", "Configuration problems (see /admin/api/metrics config.warnings).", self.warnings.len() as i64),
-        ]);
+        let last = |value: fn(&ReconciliationFacts) -> i64| -> Vec<(String, i64)> {
+            r.iter().map(|r| (String::new(), value(r))).collect()
+        };
+        family(
+            &mut out,
+            "paymos_reconciliation_last_ok",
+            "gauge",
+            "1 if the last reconciliation run finished with nothing missing, unprocessed or doubled (no sample before the first run).",
+            &last(|r| i64::from(r.ok)),
+        );
+        family(
+            &mut out,
+            "paymos_reconciliation_last_missing",
+            "gauge",
+            "Paid invoices the last reconciliation run found with no invoice.paid on record (no sample before the first run).",
+            &last(|r| r.missing),
+        );
+        gauges(
+            &mut out,
+            &[
+                ("paymos_alerts_open", "Open alerts.", f.alerts_open),
+                (
+                    "paymos_config_warnings",
+                    "Configuration problems (see /admin/api/metrics config.warnings).",
+                    self.warnings.len() as i64,
+                ),
+            ],
+        );
         out
     }
 }

@@ -130,6 +130,9 @@ test("metrics: the Prometheus text parses and every contract name matches the D1
     assert.equal(value(families, "paymos_signatures_verified_total", { secret: id(SECRET_NEW) }), 4, "3 new and the duplicate");
     assert.equal(value(families, "paymos_signatures_verified_total", { secret: id(SECRET_OLD) }), 1);
     assert.equal(families.paymos_requests_refused_total.type, "counter");
+    // no reconciliation has run: its gauges have no sample (a 0 would read as a failed run)
+    assert.equal(families.paymos_reconciliation_last_ok.samples.length, 0);
+    assert.equal(families.paymos_reconciliation_last_missing.samples.length, 0);
 
     const json = (await admin(w.url, "GET", "/metrics")).json;
     assert.equal(json.deliveries.dead, 1);
@@ -348,6 +351,36 @@ test("a URL that cannot carry credentials, or none for alerts, is said in log li
     assert.ok(lines("effects", "not_configured").concat(lines("sweep_effects", "not_configured")).every((l) => !/whsec_/.test(l.detail)), "never the secret");
     const warnings = (await admin(w.url, "GET", "/metrics")).json.config.warnings;
     assert.ok(warnings.some((x) => /ORDER_SYSTEM_URL/.test(x)) && warnings.some((x) => /ALERT_WEBHOOK_URL/.test(x)), JSON.stringify(warnings));
+  } finally {
+    await w.close();
+  }
+});
+
+test("a numeric setting that is not a number, or out of its range, is not used as given: the default (or the nearest bound) is, and it is said", async () => {
+  const w = await startWorker({
+    vars: { PAYMOS_SIGNATURE_TOLERANCE_SECONDS: "-5", INVOCATION_BUDGET: "5", EFFECT_RETRY_SCALE: "abc" },
+  });
+  try {
+    const now = Math.floor(Date.now() / 1000);
+    // a tolerance of -5 taken as given would refuse both; the default 300 takes the first
+    assert.equal((await deliver(w.url, envelope("invoice.created", randomId("inv_")), { t: now - 100 })).status, 200);
+    const late = await deliver(w.url, envelope("invoice.created", randomId("inv_")), { t: now - 400 });
+    assert.equal(late.status, 401);
+    assert.equal(late.json.error, "timestamp_out_of_tolerance");
+    const said = () => w.logs.filter((l) => l.stage === "config" && l.outcome === "invalid_setting").map((l) => l.detail);
+    await eventually("the receive path's line", () => said().length > 0);
+    assert.deepEqual(said(), ['PAYMOS_SIGNATURE_TOLERANCE_SECONDS is "-5", outside 1 to 1000000000000: 300 is used'], "once per isolate, not per request");
+    const warnings = (await admin(w.url, "GET", "/metrics")).json.config.warnings;
+    for (const expected of [
+      'PAYMOS_SIGNATURE_TOLERANCE_SECONDS is "-5", outside 1 to 1000000000000: 300 is used',
+      'INVOCATION_BUDGET is "5", outside 10 to 1000000: 10 is used',
+      'EFFECT_RETRY_SCALE is "abc", which cannot be read as a number: the default 1 is used',
+    ]) {
+      assert.ok(warnings.includes(expected), `${expected} in ${JSON.stringify(warnings)}`);
+    }
+    await w.scheduled();
+    await eventually("the cron's lines", () => said().length === 4);
+    assert.ok(said().some((d) => /^INVOCATION_BUDGET/.test(d)) && said().some((d) => /^EFFECT_RETRY_SCALE/.test(d)));
   } finally {
     await w.close();
   }

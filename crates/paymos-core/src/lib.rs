@@ -9,6 +9,7 @@ pub mod ladder;
 pub mod license;
 pub mod machine;
 pub mod outbound;
+pub mod setting;
 pub mod signature;
 pub mod standard_webhooks;
 pub mod statements;
