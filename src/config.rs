@@ -32,13 +32,13 @@ fn number_warning<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
     setting.read(string(env, setting.name).as_deref()).warning
 }
 
-// The numeric settings and the values each may take. No upper bound on the tolerance: a test
-// that admits an old signed vector sets a very wide one on purpose.
+// The numeric settings and the values each may take. No upper bound on the tolerance (the
+// core compares in i128): a test that admits an old signed vector sets a very wide one.
 const TOLERANCE: Numeric<i64> = Numeric {
     name: "PAYMOS_SIGNATURE_TOLERANCE_SECONDS",
     default: DEFAULT_TOLERANCE_SECONDS,
     min: 1,
-    max: 1_000_000_000_000,
+    max: i64::MAX,
     outside: Outside::Default,
 };
 const MAX_BODY: Numeric<usize> = Numeric {

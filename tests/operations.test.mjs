@@ -369,10 +369,10 @@ test("a numeric setting that is not a number, or out of its range, is not used a
     assert.equal(late.json.error, "timestamp_out_of_tolerance");
     const said = () => w.logs.filter((l) => l.stage === "config" && l.outcome === "invalid_setting").map((l) => l.detail);
     await eventually("the receive path's line", () => said().length > 0);
-    assert.deepEqual(said(), ['PAYMOS_SIGNATURE_TOLERANCE_SECONDS is "-5", outside 1 to 1000000000000: 300 is used'], "once per isolate, not per request");
+    assert.deepEqual(said(), ['PAYMOS_SIGNATURE_TOLERANCE_SECONDS is "-5", outside 1 to 9223372036854775807: 300 is used'], "once per isolate, not per request");
     const warnings = (await admin(w.url, "GET", "/metrics")).json.config.warnings;
     for (const expected of [
-      'PAYMOS_SIGNATURE_TOLERANCE_SECONDS is "-5", outside 1 to 1000000000000: 300 is used',
+      'PAYMOS_SIGNATURE_TOLERANCE_SECONDS is "-5", outside 1 to 9223372036854775807: 300 is used',
       'INVOCATION_BUDGET is "5", outside 10 to 1000000: 10 is used',
       'EFFECT_RETRY_SCALE is "abc", which cannot be read as a number: the default 1 is used',
     ]) {
@@ -381,6 +381,28 @@ test("a numeric setting that is not a number, or out of its range, is not used a
     await w.scheduled();
     await eventually("the cron's lines", () => said().length === 4);
     assert.ok(said().some((d) => /^INVOCATION_BUDGET/.test(d)) && said().some((d) => /^EFFECT_RETRY_SCALE/.test(d)));
+  } finally {
+    await w.close();
+  }
+});
+
+test("a tolerance as wide as asked is taken as given: the contract's vector with its own t and v1 is accepted", async () => {
+  const w = await startWorker({ vars: { PAYMOS_SIGNATURE_TOLERANCE_SECONDS: "99999999999" } });
+  try {
+    const body =
+      '{"event_id":"evt_9Kq2xT4mLp","type":"invoice.paid","created":1764449990,"livemode":false,"data":{"id":"inv_7Hc3pQ","object":"invoice","status":"paid","amount":"49.00","currency":"USDT","order_ref":"order_1042"}}';
+    const res = await fetch(`${w.url}/webhooks/paymos`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "x-webhook-id": "evt_9Kq2xT4mLp",
+        "x-webhook-signature": "t=1764450000,v1=80ba6d2ac4725a807b1570f1407b0c5efde893bb29315d9861967a9c5afe0c86,v1=bc9cc7d8599f46563d7c9bed1f394b9aa7100e35121ccb50ed69aadc3002733b",
+      },
+      body,
+    });
+    assert.equal(res.status, 200, await res.text());
+    const warnings = (await admin(w.url, "GET", "/metrics")).json.config.warnings;
+    assert.ok(!warnings.some((x) => /TOLERANCE/.test(x)), JSON.stringify(warnings));
   } finally {
     await w.close();
   }
