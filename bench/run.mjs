@@ -202,8 +202,8 @@ function costSummary(t) {
 // New deliveries for a while, the backlog (deliveries not yet processed) sampled every second
 // through the worker's own D1 binding (GET /__bench/backlog, bench/meter.mjs, metering off);
 // then how long what is left takes to drain, and POST → fulfilment from D1's own timestamps.
-// First at the maximum rate (16 connections, where throughput saturates) for MAX_RATE_SECONDS,
-// then paced at half the rate that run reached, for PACED_SECONDS.
+// First at the maximum rate (16 connections, where throughput saturates) for MAX_RATE_SECONDS
+// or MAX_RATE_REQUESTS, then paced at the rates bisected below, PACED_SECONDS each.
 async function keepUp(key, seconds, rate, requests) {
   return withWorker(workers[key].metered, {}, async (w) => {
     const extra = ["--duration-seconds", String(seconds), ...(rate ? ["--rate", String(rate)] : []), ...(requests ? ["--requests", String(requests)] : [])];
