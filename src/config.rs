@@ -1,6 +1,6 @@
 //! Configuration read from the Worker's bindings (wrangler.toml vars, secrets, .dev.vars).
 
-use paymos_core::setting::{Numeric, Outside};
+use paymos_core::setting::{Numeric, Outside, Read};
 use paymos_core::signature::{SecretSet, SignatureError, DEFAULT_TOLERANCE_SECONDS};
 use worker::Env;
 
@@ -15,13 +15,20 @@ pub fn string(env: &Env, name: &str) -> Option<String> {
         .filter(|s| !s.trim().is_empty())
 }
 
-/// A numeric setting's value; one that does not parse or is out of its range is replaced
-/// (`paymos_core::setting`) and said in `warnings` (metrics, the page, the cron's log).
+/// A numeric setting as read from its binding: the value to use and, when that is not the
+/// value given, why (`paymos_core::setting`), said in `warnings` (metrics, the page, the cron's log).
+fn read<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
+    env: &Env,
+    setting: &Numeric<T>,
+) -> Read<T> {
+    setting.read(string(env, setting.name).as_deref())
+}
+
 fn number<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
     env: &Env,
     setting: &Numeric<T>,
 ) -> T {
-    setting.read(string(env, setting.name).as_deref()).value
+    read(env, setting).value
 }
 
 /// Why a numeric setting is not used as given, if it is not.
@@ -29,7 +36,7 @@ fn number_warning<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
     env: &Env,
     setting: &Numeric<T>,
 ) -> Option<String> {
-    setting.read(string(env, setting.name).as_deref()).warning
+    read(env, setting).warning
 }
 
 // The numeric settings and the values each may take. No upper bound on the tolerance (the
@@ -147,15 +154,13 @@ pub fn receive_config(env: &Env) -> Result<std::rc::Rc<ReceiveConfig>, Signature
         return Ok(c);
     }
     let secrets = secrets(env)?;
+    let (tolerance, max_body) = (read(env, &TOLERANCE), read(env, &MAX_BODY));
     // said once per isolate here (every request reads the kept config), and by every cron
-    for warning in [
-        number_warning(env, &TOLERANCE),
-        number_warning(env, &MAX_BODY),
-    ]
-    .into_iter()
-    .flatten()
+    for warning in [&tolerance.warning, &max_body.warning]
+        .into_iter()
+        .flatten()
     {
-        crate::log::line("config", "-", "invalid_setting", Some(&warning));
+        crate::log::line("config", "-", "invalid_setting", Some(warning));
     }
     let config = std::rc::Rc::new(ReceiveConfig {
         secret_ids: secrets
@@ -164,19 +169,11 @@ pub fn receive_config(env: &Env) -> Result<std::rc::Rc<ReceiveConfig>, Signature
             .map(|s| crate::receive::secret_id(s.expose()))
             .collect(),
         secrets,
-        tolerance_seconds: tolerance_seconds(env),
-        max_body_bytes: max_body_bytes(env),
+        tolerance_seconds: tolerance.value,
+        max_body_bytes: max_body.value,
         webcrypto_keys: std::cell::OnceCell::new(),
     });
     Ok(RECEIVE.with(|c| c.get_or_init(|| config).clone()))
-}
-
-pub fn tolerance_seconds(env: &Env) -> i64 {
-    number(env, &TOLERANCE)
-}
-
-pub fn max_body_bytes(env: &Env) -> usize {
-    number(env, &MAX_BODY)
 }
 
 pub fn sweep_after_seconds(env: &Env) -> i64 {

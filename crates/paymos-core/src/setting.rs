@@ -141,7 +141,10 @@ mod tests {
             let r = TOLERANCE.read(Some(raw));
             assert_eq!(r.value, 300, "{raw}");
             let w = r.warning.unwrap();
-            assert!(w.contains("outside 1 to 9223372036854775807: 300 is used"), "{w}");
+            assert!(
+                w.contains("outside 1 to 9223372036854775807: 300 is used"),
+                "{w}"
+            );
         }
         let r = TIMEOUT.read(Some("5"));
         assert_eq!(r.value, 100);

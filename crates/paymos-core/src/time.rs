@@ -56,15 +56,13 @@ pub fn normalize_iso8601(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let digits =
         |r: std::ops::Range<usize>| b.get(r).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
+    let field = |r: std::ops::Range<usize>| s.get(r).and_then(|v| v.parse::<u32>().ok());
     let in_range = |r: std::ops::Range<usize>, lo: u32, hi: u32| {
-        s.get(r)
-            .and_then(|v| v.parse::<u32>().ok())
-            .is_some_and(|v| (lo..=hi).contains(&v))
+        field(r).is_some_and(|v| (lo..=hi).contains(&v))
     };
     if b.len() < 10 || !digits(0..4) || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    let field = |r: std::ops::Range<usize>| s.get(r).and_then(|v| v.parse::<u32>().ok());
     let (Some(year), Some(month), Some(day)) = (field(0..4), field(5..7), field(8..10)) else {
         return None;
     };
