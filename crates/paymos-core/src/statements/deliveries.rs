@@ -1,0 +1,111 @@
+//! Deliveries: the insert that dedupes, loading, listing, outcomes, the sweeper's claim, replay.
+
+use super::Statement;
+
+statement!(
+    INSERT_DELIVERY,
+    ["event_id", "resource_id", "event_type", "body"],
+    // the primary key is the dedupe: a duplicate costs one index lookup, writes nothing and
+    // returns no row
+    "INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, enqueued_at) \
+     VALUES (?1, ?2, ?3, ?4, ",
+    now!(),
+    ") ON CONFLICT (event_id) DO NOTHING RETURNING event_id"
+);
+
+statement!(
+    LOAD_DELIVERY,
+    ["event_id"],
+    "SELECT ",
+    delivery_columns!(),
+    ", body FROM webhook_delivery WHERE event_id = ?1"
+);
+
+statement!(
+    LOAD_DELIVERIES,
+    ["event_ids"],
+    // a consumer batch's deliveries in one query (a JSON array of ids)
+    "SELECT ",
+    delivery_columns!(),
+    ", body FROM webhook_delivery \
+     WHERE event_id IN (SELECT value FROM json_each(?1))"
+);
+
+statement!(
+    LIST_DELIVERIES,
+    [
+        "event_type",
+        "resource_id",
+        "status",
+        "after_received_at",
+        "after_event_id",
+        "limit"
+    ],
+    "SELECT ",
+    delivery_columns!(),
+    " FROM webhook_delivery \
+     WHERE (?1 IS NULL OR event_type = ?1) AND (?2 IS NULL OR resource_id = ?2) \
+       AND (?3 IS NULL \
+            OR (?3 = 'received' AND processed_at IS NULL) \
+            OR (?3 = 'processed' AND outcome IN ('applied', 'ignored')) \
+            OR outcome = ?3) \
+       AND (?4 IS NULL OR received_at < ?4 OR (received_at = ?4 AND event_id < ?5)) \
+     ORDER BY received_at DESC, event_id DESC LIMIT ?6"
+);
+
+statement!(
+    MARK_IGNORED,
+    ["event_id", "reason"],
+    "UPDATE webhook_delivery SET processed_at = ",
+    now!(),
+    ", outcome = 'ignored', reason = ?2, \
+       last_error = NULL \
+     WHERE event_id = ?1 AND processed_at IS NULL"
+);
+
+statement!(
+    RECORD_FAILURE,
+    ["event_id", "error"],
+    "UPDATE webhook_delivery SET attempts = attempts + 1, last_error = ?2 \
+     WHERE event_id = ?1 RETURNING attempts"
+);
+
+statement!(
+    MARK_DEAD,
+    ["event_id", "generation"],
+    // only for the generation the dead-letter message was sent for (NULL: a message from
+    // before generations, any): after an operator's replay the old verdict is void
+    "UPDATE webhook_delivery SET outcome = 'dead', processed_at = ",
+    now!(),
+    ", \
+       last_error = coalesce(last_error, 'queue retries exhausted') \
+     WHERE event_id = ?1 AND processed_at IS NULL AND (?2 IS NULL OR generation = ?2) \
+     RETURNING event_id"
+);
+
+statement!(
+    CLAIM_UNPROCESSED,
+    ["older_than", "limit"],
+    // `older_than` is an SQLite modifier such as '-300 seconds'. Claiming moves enqueued_at,
+    // so a second sweeper (or the next run) does not send the same rows again at once.
+    "UPDATE webhook_delivery SET enqueued_at = ",
+    now!(),
+    " WHERE event_id IN ( \
+       SELECT event_id FROM webhook_delivery \
+       WHERE processed_at IS NULL \
+         AND coalesce(enqueued_at, received_at) <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1) \
+       ORDER BY coalesce(enqueued_at, received_at) LIMIT ?2) \
+     RETURNING event_id, generation"
+);
+
+statement!(
+    RESET_FOR_REPLAY,
+    ["event_id"],
+    // a new generation: messages of the old one can no longer mark it dead
+    "UPDATE webhook_delivery SET processed_at = NULL, outcome = NULL, reason = NULL, \
+       attempts = 0, last_error = NULL, replays = replays + 1, generation = generation + 1, \
+       enqueued_at = ",
+    now!(),
+    " \
+     WHERE event_id = ?1 RETURNING generation"
+);

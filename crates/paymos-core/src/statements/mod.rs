@@ -1,0 +1,316 @@
+//! Every SQL statement the receiver runs, defined once, as data: the text and the order of
+//! its parameters. The Worker binds and runs them on D1; the simulator (`paymos-sim`) runs
+//! the very same text on SQLite (which is what D1 is). Nothing here does I/O.
+//!
+//! Times are ISO-8601 UTC text written by SQLite itself (`now!()`), so one clock orders
+//! everything.
+
+use std::borrow::Cow;
+
+/// One statement: its text and what its `?N` parameters are, in order.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Statement {
+    pub name: &'static str,
+    pub sql: &'static str,
+    pub params: &'static [&'static str],
+}
+
+/// A parameter value, as both D1 and SQLite take it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arg<'a> {
+    Null,
+    Int(i64),
+    Text(Cow<'a, str>),
+}
+
+impl<'a> Arg<'a> {
+    pub fn text(s: &'a str) -> Self {
+        Arg::Text(Cow::Borrowed(s))
+    }
+
+    pub fn opt(s: Option<&'a str>) -> Self {
+        s.map_or(Arg::Null, Arg::text)
+    }
+
+    pub fn opt_int(i: Option<i64>) -> Self {
+        i.map_or(Arg::Null, Arg::Int)
+    }
+
+    /// A JSON array of strings, read in SQL with `json_each` (one parameter for a list).
+    pub fn json_list<S: AsRef<str>>(items: &[S]) -> Arg<'static> {
+        let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+        Arg::Text(Cow::Owned(
+            serde_json::to_string(&items).expect("a list of strings serialises"),
+        ))
+    }
+}
+
+/// A statement with its arguments, ready for D1 or SQLite.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bound<'a> {
+    pub statement: &'static Statement,
+    pub args: Vec<Arg<'a>>,
+}
+
+impl Statement {
+    /// Binds `args` in the order of [`Statement::params`]; a wrong count is a bug here.
+    pub fn bind<'a>(&'static self, args: Vec<Arg<'a>>) -> Bound<'a> {
+        assert_eq!(
+            args.len(),
+            self.params.len(),
+            "{}: {} arguments for {:?}",
+            self.name,
+            args.len(),
+            self.params
+        );
+        Bound {
+            statement: self,
+            args,
+        }
+    }
+}
+
+macro_rules! now {
+    () => {
+        "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    };
+}
+
+macro_rules! statement {
+    ($name:ident, [$($param:literal),* $(,)?], $($sql:expr),+ $(,)?) => {
+        pub static $name: Statement = Statement {
+            name: stringify!($name),
+            sql: concat!($($sql),+),
+            params: &[$($param),*],
+        };
+    };
+}
+
+/// The archive's columns of a delivery.
+macro_rules! delivery_columns {
+    () => {
+        "event_id, resource_id, event_type, received_at, processed_at, outcome, attempts, \
+         last_error, enqueued_at, replays, reason, generation"
+    };
+}
+
+/// An effect's columns as the admin API and the dispatcher read them.
+macro_rules! effect_columns {
+    () => {
+        "e.id AS seq, e.effect_id AS id, e.kind, e.resource_id, e.created_at, e.license_code, \
+         e.order_ref, e.amount, e.currency, e.cause, e.dispatch, e.attempts, e.next_attempt_at, \
+         e.last_error, e.delivered_at, \
+         (e.dispatch = 'pending' AND e.kind = 'fulfilment' AND e.order_ref IS NULL) AS awaiting_order_ref"
+    };
+}
+
+/// A run's columns, as `ReconciliationRun` reads them.
+macro_rules! run_columns {
+    () => {
+        "id, full_walk, paid_since, cursor, pages"
+    };
+}
+
+/// An alert's columns as the admin API shows them.
+macro_rules! alert_columns {
+    () => {
+        "id, kind, severity, summary, count, state, first_seen, last_seen, sent_at, sends, \
+         last_send_error, acknowledged_at, resolved_at"
+    };
+}
+
+/// The bulk replay's filter: ?1 type, ?2 resource, ?3 status, ?4 received at or after,
+/// ?5 received before (ISO-8601, normalised by SQLite to the stored form).
+macro_rules! replay_filter {
+    () => {
+        "(?1 IS NULL OR event_type = ?1) AND (?2 IS NULL OR resource_id = ?2) \
+         AND (?3 IS NULL \
+              OR (?3 = 'received' AND processed_at IS NULL) \
+              OR (?3 = 'processed' AND outcome IN ('applied', 'ignored')) \
+              OR outcome = ?3) \
+         AND (?4 IS NULL OR received_at >= strftime('%Y-%m-%dT%H:%M:%fZ', ?4)) \
+         AND (?5 IS NULL OR received_at < strftime('%Y-%m-%dT%H:%M:%fZ', ?5))"
+    };
+}
+
+mod deliveries;
+mod operations;
+mod outbox;
+mod reconciliation;
+mod resources;
+mod transition;
+
+pub use deliveries::*;
+pub use operations::*;
+pub use outbox::*;
+pub use reconciliation::*;
+pub use resources::*;
+pub use transition::*;
+
+/// Every statement, for checks that run them all (parameter counts here; the simulator
+/// prepares each against the migrated schema).
+pub static ALL: &[&Statement] = &[
+    &INSERT_DELIVERY,
+    &LOAD_DELIVERY,
+    &LOAD_DELIVERIES,
+    &LIST_DELIVERIES,
+    &MARK_IGNORED,
+    &RECORD_FAILURE,
+    &MARK_DEAD,
+    &CLAIM_UNPROCESSED,
+    &RESET_FOR_REPLAY,
+    &LOAD_RESOURCE,
+    &LOAD_EFFECTS,
+    &LOAD_HISTORY,
+    &GUARDED_UPSERT,
+    &GUARDED_UPDATE,
+    &INSERT_HISTORY,
+    &INSERT_EFFECT,
+    &FILL_RESOURCE,
+    &FILL_EFFECTS,
+    &RELEASE_EFFECTS,
+    &RECORD_OUTCOME,
+    &READ_BACK,
+    &LOAD_EFFECTS_FOR_DISPATCH,
+    &DEFER_EFFECT,
+    &MARK_EFFECT_DELIVERED,
+    &RECORD_EFFECT_FAILURE,
+    &MARK_EFFECT_DEAD,
+    &REDELIVER_EFFECT,
+    &CLAIM_EFFECTS,
+    &LIST_EFFECTS,
+    &OPEN_RECONCILIATION,
+    &SUPERSEDE_RECONCILIATIONS,
+    &START_RECONCILIATION,
+    &FINISH_RECONCILIATION,
+    &LATEST_RECONCILIATION,
+    &PAID_ON_RECORD,
+    &INSERT_FINDING,
+    &RECORD_RECONCILIATION_PAGE,
+    &RECONCILIATION_TOTALS,
+    &RECONCILIATION_FINDINGS,
+    &DOUBLED_EFFECTS,
+    &METRICS_FACTS,
+    &METRICS_COUNTERS,
+    &FLUSH_COUNT,
+    &PRUNE_COUNTS,
+    &KEPT_ALERTS,
+    &OPEN_ALERT,
+    &UPDATE_ALERT,
+    &RESOLVE_ALERT,
+    &ALERT_SENT,
+    &ALERT_SEND_FAILED,
+    &ACK_ALERT,
+    &LOAD_ALERT,
+    &LIST_ALERTS,
+    &COUNT_REPLAY,
+    &REPLAY_CHUNK,
+];
+
+/// The SQLite modifier for "`seconds` ago", as `CLAIM_UNPROCESSED` and `PAID_ON_RECORD` take it.
+pub fn seconds_ago(seconds: i64) -> String {
+    format!("-{} seconds", seconds.max(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::ResourceKind;
+    use crate::machine::{plan, CauseKind, State};
+
+    /// The highest `?N` in a statement's text.
+    fn max_param(sql: &str) -> usize {
+        let bytes = sql.as_bytes();
+        let mut max = 0;
+        for (i, b) in bytes.iter().enumerate() {
+            if *b == b'?' {
+                let digits: String = sql[i + 1..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                assert!(!digits.is_empty(), "unnumbered ? in {sql}");
+                max = max.max(digits.parse().unwrap());
+            }
+        }
+        max
+    }
+
+    #[test]
+    fn every_statement_names_each_of_its_parameters() {
+        let mut names = std::collections::HashSet::new();
+        for s in ALL {
+            assert!(names.insert(s.name), "{} listed twice", s.name);
+            assert_eq!(max_param(s.sql), s.params.len(), "{}", s.name);
+            assert!(!s.sql.contains("  "), "{}: stray double space", s.name);
+        }
+    }
+
+    #[test]
+    fn a_transition_batch_reads_back_last_and_fulfils_with_the_license() {
+        let p = plan(ResourceKind::Invoice, State::Paid).unwrap();
+        let r = TransitionRequest {
+            plan: &p,
+            resource_id: "inv_1",
+            order_ref: Some("o"),
+            amount: None,
+            currency: None,
+            cause_kind: CauseKind::Event,
+            cause: "evt_1",
+            token: "t",
+            license_code: Some("LIC"),
+            delivery: Some("evt_1"),
+        };
+        let b = transition_batch(&r);
+        let names: Vec<&str> = b.iter().map(|x| x.statement.name).collect();
+        assert_eq!(
+            names,
+            [
+                "GUARDED_UPSERT",
+                "INSERT_HISTORY",
+                "INSERT_EFFECT",
+                "FILL_RESOURCE",
+                "FILL_EFFECTS",
+                "RELEASE_EFFECTS",
+                "RECORD_OUTCOME",
+                "READ_BACK"
+            ]
+        );
+        assert_eq!(b[2].args[3], Arg::text("LIC"));
+        assert_eq!(
+            b[0].args[7],
+            Arg::json_list(&[
+                "created",
+                "confirming",
+                "partially_paid",
+                "expired",
+                "failed"
+            ])
+        );
+        // a revocation carries no license code and requires a fulfilment
+        let p = plan(ResourceKind::Invoice, State::Refunded).unwrap();
+        let b = transition_batch(&TransitionRequest {
+            plan: &p,
+            delivery: None,
+            order_ref: None,
+            ..r
+        });
+        let effect = b
+            .iter()
+            .find(|x| x.statement.name == "INSERT_EFFECT")
+            .unwrap();
+        assert_eq!(effect.args[3], Arg::Null);
+        assert_eq!(effect.args[7], Arg::text("fulfilment"));
+        let names: Vec<&str> = b.iter().map(|x| x.statement.name).collect();
+        assert_eq!(
+            names,
+            [
+                "GUARDED_UPSERT",
+                "INSERT_HISTORY",
+                "INSERT_EFFECT",
+                "RELEASE_EFFECTS",
+                "READ_BACK"
+            ],
+            "no fill, no outcome without order_ref and delivery"
+        );
+    }
+}
