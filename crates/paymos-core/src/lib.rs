@@ -2,6 +2,7 @@
 //! machines, license codes and the sender's retry ladder. No I/O, no RNG, no
 //! `worker` dependency, so everything here is testable natively.
 
+pub mod admin;
 pub mod alerts;
 pub mod envelope;
 pub mod ids;

@@ -1,0 +1,526 @@
+//! Each admin call as a typed command, with its inputs validated: what the Worker applies.
+
+use super::paging::{parse_effect_cursor, parse_limit, DeliveryCursor, DEFAULT_PAGE};
+use super::routes::{self, Operation, Resolved};
+use super::{bad_request, CommandError};
+use crate::ids::{resource_kind_of, ResourceKind};
+use crate::machine::{state_of, EffectKind, State};
+use crate::time::normalize_iso8601;
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::Value;
+use std::borrow::Cow;
+
+/// Longest manual reason, in Unicode characters (CONTRACT §5).
+pub const MAX_REASON_CHARS: usize = 500;
+/// Longest order_ref / amount / currency an operator may type.
+pub const MAX_FIELD_CHARS: usize = 200;
+
+/// One admin call, its inputs validated. One variant per route ([`routes::ROUTES`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// `GET /deliveries`
+    ListDeliveries(DeliveryQuery),
+    /// `GET /deliveries/{event_id}`: the id as sent (an unknown one is a 404 of the lookup).
+    GetDelivery { event_id: String },
+    /// `POST /deliveries/{event_id}/replay`
+    ReplayDelivery { event_id: String },
+    /// `POST /deliveries/replay`
+    BulkReplay(BulkReplay),
+    /// `GET /resources/{resource_id}`
+    GetResource { resource_id: String },
+    /// `POST /resources/{resource_id}/transition`
+    Transition(Transition),
+    /// `POST /reconcile`: the last 7 days, or everything with `{"full":true}`.
+    ReconcileNow { full: bool },
+    /// `GET /reconcile`: the latest report.
+    LatestReconcile,
+    /// `GET /effects`
+    ListEffects(EffectQuery),
+    /// `POST /effects/{effect_id}/redeliver`
+    RedeliverEffect { effect_id: String },
+    /// `GET /metrics`, or `?format=prometheus`.
+    Metrics { format: MetricsFormat },
+    /// `GET /alerts`
+    ListAlerts,
+    /// `POST /alerts/{alert_id}/ack`
+    AckAlert { alert_id: String },
+}
+
+/// A delivery status filter: `received`, `processed`, or an outcome (the statement reads it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    /// Not processed yet; `unprocessed` and `pending` say the same in other words.
+    Received,
+    Processed,
+    Applied,
+    Ignored,
+    Stale,
+    Dead,
+}
+
+const STATUS_WORDS: &str = "status is one of received (or unprocessed, pending), processed, \
+                            applied, ignored, stale, dead";
+
+impl StatusFilter {
+    pub fn parse(status: &str) -> Result<StatusFilter, CommandError> {
+        Ok(match status {
+            "received" | "unprocessed" | "pending" => StatusFilter::Received,
+            "processed" => StatusFilter::Processed,
+            "applied" => StatusFilter::Applied,
+            "ignored" => StatusFilter::Ignored,
+            "stale" => StatusFilter::Stale,
+            "dead" => StatusFilter::Dead,
+            _ => return Err(bad_request("invalid_status", STATUS_WORDS)),
+        })
+    }
+
+    /// The word the delivery statements compare with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusFilter::Received => "received",
+            StatusFilter::Processed => "processed",
+            StatusFilter::Applied => "applied",
+            StatusFilter::Ignored => "ignored",
+            StatusFilter::Stale => "stale",
+            StatusFilter::Dead => "dead",
+        }
+    }
+}
+
+/// `GET /deliveries?type=&resource_id=&status=&cursor=&limit=` (newest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryQuery {
+    pub event_type: Option<String>,
+    pub resource_id: Option<String>,
+    pub status: Option<StatusFilter>,
+    pub after: Option<DeliveryCursor>,
+    pub limit: u32,
+}
+
+/// An effect's dispatch state, as the feed filters it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DispatchFilter {
+    Pending,
+    Delivered,
+    Dead,
+}
+
+impl DispatchFilter {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DispatchFilter::Pending => "pending",
+            DispatchFilter::Delivered => "delivered",
+            DispatchFilter::Dead => "dead",
+        }
+    }
+}
+
+/// `GET /effects?kind=&dispatch=&cursor=&limit=` (CONTRACT §7: oldest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectQuery {
+    pub kind: Option<EffectKind>,
+    pub dispatch: Option<DispatchFilter>,
+    /// The `seq` of the last effect seen.
+    pub after: Option<i64>,
+    pub limit: u32,
+}
+
+/// Which deliveries a bulk replay resets; at least one field is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayFilter {
+    pub event_type: Option<String>,
+    pub resource_id: Option<String>,
+    pub status: Option<StatusFilter>,
+    /// Normalised by [`normalize_iso8601`].
+    pub received_after: Option<String>,
+    pub received_before: Option<String>,
+}
+
+/// `POST /deliveries/replay` (CONTRACT §5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkReplay {
+    pub filter: ReplayFilter,
+    /// Only count.
+    pub dry_run: bool,
+    /// Where a previous call stopped (its `next_cursor`), to continue the same replay.
+    pub after: Option<DeliveryCursor>,
+}
+
+/// `POST /resources/{resource_id}/transition`: an operator's change of a resource's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub resource_id: String,
+    pub kind: ResourceKind,
+    pub to: State,
+    /// Trimmed; 1 to [`MAX_REASON_CHARS`] characters as sent.
+    pub reason: String,
+    pub order_ref: Option<String>,
+    pub amount: Option<String>,
+    pub currency: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsFormat {
+    Json,
+    Prometheus,
+}
+
+impl Command {
+    /// Parses a request: its method token (`GET`, upper case), its path after `/admin/api`
+    /// (not percent-decoded), its query string (without `?`) and its body.
+    pub fn parse(
+        method: &str,
+        path: &str,
+        query: &str,
+        body: &[u8],
+    ) -> Result<Command, CommandError> {
+        Command::from_resolved(&routes::resolve(method, path)?, query, body)
+    }
+
+    /// The command of a resolved route ([`routes::resolve`]): for a caller that reads the
+    /// body only when the route has one ([`routes::Route::body`]).
+    pub fn from_resolved(
+        resolved: &Resolved<'_>,
+        query: &str,
+        body: &[u8],
+    ) -> Result<Command, CommandError> {
+        let id = || resolved.id().to_string();
+        Ok(match resolved.route.operation {
+            Operation::ListDeliveries => Command::ListDeliveries(delivery_query(query)?),
+            Operation::GetDelivery => Command::GetDelivery { event_id: id() },
+            Operation::ReplayDelivery => Command::ReplayDelivery { event_id: id() },
+            Operation::BulkReplay => Command::BulkReplay(bulk_replay(&text(body))?),
+            Operation::GetResource => Command::GetResource { resource_id: id() },
+            Operation::Transition => Command::Transition(transition(resolved.id(), body)?),
+            Operation::ReconcileNow => Command::ReconcileNow {
+                full: reconcile_full(&text(body))?,
+            },
+            Operation::LatestReconcile => Command::LatestReconcile,
+            Operation::ListEffects => Command::ListEffects(effect_query(query)?),
+            Operation::RedeliverEffect => Command::RedeliverEffect { effect_id: id() },
+            Operation::Metrics => Command::Metrics {
+                format: metrics_format(query),
+            },
+            Operation::ListAlerts => Command::ListAlerts,
+            Operation::AckAlert => Command::AckAlert { alert_id: id() },
+        })
+    }
+
+    /// Which operation (and so which route) this command is.
+    pub fn operation(&self) -> Operation {
+        match self {
+            Command::ListDeliveries(_) => Operation::ListDeliveries,
+            Command::GetDelivery { .. } => Operation::GetDelivery,
+            Command::ReplayDelivery { .. } => Operation::ReplayDelivery,
+            Command::BulkReplay(_) => Operation::BulkReplay,
+            Command::GetResource { .. } => Operation::GetResource,
+            Command::Transition(_) => Operation::Transition,
+            Command::ReconcileNow { .. } => Operation::ReconcileNow,
+            Command::LatestReconcile => Operation::LatestReconcile,
+            Command::ListEffects(_) => Operation::ListEffects,
+            Command::RedeliverEffect { .. } => Operation::RedeliverEffect,
+            Command::Metrics { .. } => Operation::Metrics,
+            Command::ListAlerts => Operation::ListAlerts,
+            Command::AckAlert { .. } => Operation::AckAlert,
+        }
+    }
+}
+
+/// The body as workerd's `Request.text()` and `Request.json()` decode it (which the API read
+/// it with): UTF-8, an invalid sequence read as U+FFFD, a byte order mark kept (so that JSON
+/// starting with one is not JSON), as measured.
+fn text(body: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(body)
+}
+
+/// The query's filters: each parameter decoded, its value trimmed, the empty ones left out
+/// (an empty filter filters nothing).
+fn filters(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    form_urlencoded::parse(query.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.trim().to_string()))
+        .filter(|(_, v)| !v.is_empty())
+}
+
+/// Parameters are read in order (a repeated one: the last wins), each refused as met; the
+/// cursor is checked after all of them.
+fn delivery_query(query: &str) -> Result<DeliveryQuery, CommandError> {
+    let mut q = DeliveryQuery {
+        event_type: None,
+        resource_id: None,
+        status: None,
+        after: None,
+        limit: DEFAULT_PAGE,
+    };
+    let mut cursor = None;
+    for (k, v) in filters(query) {
+        match k.as_str() {
+            "type" => q.event_type = Some(v),
+            "resource_id" => q.resource_id = Some(v),
+            "status" => q.status = Some(StatusFilter::parse(&v)?),
+            "cursor" => cursor = Some(v),
+            "limit" => q.limit = parse_limit(&v)?,
+            _ => {}
+        }
+    }
+    q.after = cursor.as_deref().map(DeliveryCursor::parse).transpose()?;
+    Ok(q)
+}
+
+fn effect_query(query: &str) -> Result<EffectQuery, CommandError> {
+    let mut q = EffectQuery {
+        kind: None,
+        dispatch: None,
+        after: None,
+        limit: DEFAULT_PAGE,
+    };
+    for (k, v) in filters(query) {
+        match k.as_str() {
+            "kind" => {
+                q.kind = Some(EffectKind::from_str_name(&v).ok_or_else(|| {
+                    bad_request(
+                        "invalid_kind",
+                        "kind is one of fulfilment, revocation, settlement, credit",
+                    )
+                })?)
+            }
+            "dispatch" => {
+                q.dispatch = Some(match v.as_str() {
+                    "pending" => DispatchFilter::Pending,
+                    "delivered" => DispatchFilter::Delivered,
+                    "dead" => DispatchFilter::Dead,
+                    _ => {
+                        return Err(bad_request(
+                            "invalid_dispatch",
+                            "dispatch is one of pending, delivered, dead",
+                        ))
+                    }
+                })
+            }
+            "cursor" => q.after = Some(parse_effect_cursor(&v)?),
+            "limit" => q.limit = parse_limit(&v)?,
+            _ => {}
+        }
+    }
+    Ok(q)
+}
+
+/// `?format=prometheus` exactly (undecoded values are not trimmed here); anything else, JSON.
+fn metrics_format(query: &str) -> MetricsFormat {
+    if form_urlencoded::parse(query.as_bytes()).any(|(k, v)| k == "format" && v == "prometheus") {
+        MetricsFormat::Prometheus
+    } else {
+        MetricsFormat::Json
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct BulkReplayRequest {
+    status: Option<String>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+    resource_id: Option<String>,
+    received_after: Option<String>,
+    received_before: Option<String>,
+    #[serde(default)]
+    dry_run: bool,
+    cursor: Option<String>,
+}
+
+/// A text field of a body: trimmed, empty as absent.
+fn clean(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|v| !v.is_empty())
+}
+
+fn replay_time(v: Option<&str>, name: &'static str) -> Result<Option<String>, CommandError> {
+    v.map(|t| {
+        normalize_iso8601(t)
+            .ok_or_else(|| bad_request("invalid_time", format!("{name} is not an ISO-8601 time")))
+    })
+    .transpose()
+}
+
+const BULK_BODY: &str =
+    "{status?, type?, resource_id?, received_after?, received_before?, dry_run?, cursor?}";
+const FILTER_REQUIRED: &str = "a bulk replay needs at least one of status, type, resource_id, \
+                               received_after, received_before";
+
+/// An empty body (or only blanks) is `{}`; checked in this order: the JSON, the status,
+/// the times, that some filter is set, the cursor.
+fn bulk_replay(text: &str) -> Result<BulkReplay, CommandError> {
+    let text = if text.trim().is_empty() { "{}" } else { text };
+    let body: BulkReplayRequest = serde_json::from_str(text)
+        .map_err(|e| bad_request("invalid_json", format!("the body is {BULK_BODY}: {e}")))?;
+    let filter = ReplayFilter {
+        status: clean(&body.status).map(StatusFilter::parse).transpose()?,
+        received_after: replay_time(clean(&body.received_after), "received_after")?,
+        received_before: replay_time(clean(&body.received_before), "received_before")?,
+        event_type: clean(&body.event_type).map(str::to_string),
+        resource_id: clean(&body.resource_id).map(str::to_string),
+    };
+    if filter.event_type.is_none()
+        && filter.resource_id.is_none()
+        && filter.status.is_none()
+        && filter.received_after.is_none()
+        && filter.received_before.is_none()
+    {
+        return Err(bad_request("filter_required", FILTER_REQUIRED));
+    }
+    Ok(BulkReplay {
+        after: clean(&body.cursor).map(DeliveryCursor::parse).transpose()?,
+        dry_run: body.dry_run,
+        filter,
+    })
+}
+
+#[derive(Deserialize, Default)]
+struct ReconcileRequest {
+    #[serde(default)]
+    full: bool,
+}
+
+/// An empty body (or only blanks), or `{"full": true|false}`.
+fn reconcile_full(text: &str) -> Result<bool, CommandError> {
+    if text.trim().is_empty() {
+        return Ok(ReconcileRequest::default().full);
+    }
+    serde_json::from_str::<ReconcileRequest>(text)
+        .map(|r| r.full)
+        .map_err(|_| {
+            bad_request(
+                "invalid_json",
+                r#"the body is empty or {"full":true|false}"#,
+            )
+        })
+}
+
+/// The transition body's five fields as found, each the last value given for its key.
+#[derive(Default)]
+struct RawTransition {
+    to: Option<Value>,
+    reason: Option<Value>,
+    order_ref: Option<Value>,
+    amount: Option<Value>,
+    currency: Option<Value>,
+}
+
+/// The transition body was read with the runtime's `Request.json()` (`JSON.parse`), and so it
+/// still is: a JSON object (an array or a scalar is not one), a repeated key's last value
+/// wins, other keys are ignored whatever they hold.
+impl<'de> Deserialize<'de> for RawTransition {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = RawTransition;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawTransition, A::Error> {
+                let mut raw = RawTransition::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    let slot = match key.as_str() {
+                        "to" => &mut raw.to,
+                        "reason" => &mut raw.reason,
+                        "order_ref" => &mut raw.order_ref,
+                        "amount" => &mut raw.amount,
+                        "currency" => &mut raw.currency,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(raw)
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
+/// The transition body's fields, of the types they must have.
+struct TransitionFields {
+    to: String,
+    reason: String,
+    order_ref: Option<String>,
+    amount: Option<String>,
+    currency: Option<String>,
+}
+
+/// `to` and `reason` strings; the others strings, `null` or absent. `None`: not that.
+fn transition_fields(body: &[u8]) -> Option<TransitionFields> {
+    let raw: RawTransition = serde_json::from_str(&text(body)).ok()?;
+    let required = |v: Option<Value>| match v {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    };
+    let optional = |v: Option<Value>| match v {
+        None | Some(Value::Null) => Some(None),
+        Some(Value::String(s)) => Some(Some(s)),
+        Some(_) => None,
+    };
+    Some(TransitionFields {
+        to: required(raw.to)?,
+        reason: required(raw.reason)?,
+        order_ref: optional(raw.order_ref)?,
+        amount: optional(raw.amount)?,
+        currency: optional(raw.currency)?,
+    })
+}
+
+/// An optional text field of the transition body: trimmed, empty as absent, bounded.
+fn optional_field(value: Option<&str>, name: &'static str) -> Result<Option<String>, CommandError> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    if v.chars().count() > MAX_FIELD_CHARS || v.chars().any(char::is_control) {
+        return Err(bad_request(
+            "invalid_field",
+            format!("{name} is 1 to {MAX_FIELD_CHARS} printable characters"),
+        ));
+    }
+    Ok(Some(v.to_string()))
+}
+
+const TRANSITION_BODY: &str = r#"the body is {"to":"<state>","reason":"<why>"} with optional "order_ref", "amount", "currency""#;
+
+/// Checked in this order: the resource id, the JSON, the reason, order_ref, amount,
+/// currency, the state.
+fn transition(resource_id: &str, body: &[u8]) -> Result<Transition, CommandError> {
+    let kind = resource_kind_of(resource_id).ok_or_else(|| {
+        bad_request(
+            "invalid_resource_id",
+            "a resource id is inv_, wdr_ or pcd_ and 1 to 64 letters or digits",
+        )
+    })?;
+    let body =
+        transition_fields(body).ok_or_else(|| bad_request("invalid_json", TRANSITION_BODY))?;
+    let reason = body.reason.trim();
+    // characters as sent, not bytes: a 200-character Chinese reason is 600 bytes and valid;
+    // one that is only blanks says nothing and is refused
+    if reason.is_empty() || body.reason.chars().count() > MAX_REASON_CHARS {
+        return Err(bad_request(
+            "invalid_reason",
+            format!("a reason of 1 to {MAX_REASON_CHARS} characters is required"),
+        ));
+    }
+    let order_ref = optional_field(body.order_ref.as_deref(), "order_ref")?;
+    let amount = optional_field(body.amount.as_deref(), "amount")?;
+    let currency = optional_field(body.currency.as_deref(), "currency")?;
+    let to = state_of(kind, body.to.trim()).ok_or_else(|| {
+        bad_request(
+            "invalid_state",
+            format!("`{}` is not a state of a {}", body.to.trim(), kind.as_str()),
+        )
+    })?;
+    Ok(Transition {
+        resource_id: resource_id.to_string(),
+        kind,
+        to,
+        reason: reason.to_string(),
+        order_ref,
+        amount,
+        currency,
+    })
+}
