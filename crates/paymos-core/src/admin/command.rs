@@ -418,8 +418,8 @@ impl<'de> Deserialize<'de> for RawTransition {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawTransition, A::Error> {
                 let mut raw = RawTransition::default();
-                while let Some(key) = map.next_key::<String>()? {
-                    let slot = match key.as_str() {
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    let slot = match key.as_ref() {
                         "to" => &mut raw.to,
                         "reason" => &mut raw.reason,
                         "order_ref" => &mut raw.order_ref,
@@ -439,6 +439,54 @@ impl<'de> Deserialize<'de> for RawTransition {
     }
 }
 
+/// The four hex digits at `at`, if they are.
+fn hex4(b: &[u8], at: usize) -> Option<u16> {
+    b.get(at..at + 4)?.iter().try_fold(0, |n: u16, &d| {
+        Some(n << 4 | char::from(d).to_digit(16)? as u16)
+    })
+}
+
+/// `JSON.parse` keeps a lone surrogate escape (a client cutting a string between the two
+/// halves of an emoji) where serde_json refuses it, and the runtime's JS-to-Rust string
+/// conversion then made each one U+FFFD: so each becomes `\uFFFD` here, in place, before
+/// parsing. Nothing else changes (only hex digits inside strings are rewritten).
+fn replace_lone_surrogates(json: &str) -> Cow<'_, str> {
+    let surrogate = |n: Option<u16>, range: std::ops::RangeInclusive<u16>| {
+        n.is_some_and(|n| range.contains(&n))
+    };
+    let mut b = json.as_bytes().to_vec();
+    let (mut i, mut in_string, mut changed) = (0, false, false);
+    while i < b.len() {
+        match b[i] {
+            b'"' => in_string = !in_string,
+            b'\\' if in_string && b.get(i + 1) == Some(&b'u') => {
+                let n = hex4(&b, i + 2);
+                let paired = surrogate(n, 0xD800..=0xDBFF)
+                    && b.get(i + 6..i + 8) == Some(b"\\u")
+                    && surrogate(hex4(&b, i + 8), 0xDC00..=0xDFFF);
+                if paired {
+                    i += 12;
+                    continue;
+                }
+                if surrogate(n, 0xD800..=0xDFFF) {
+                    b[i + 2..i + 6].copy_from_slice(b"FFFD");
+                    changed = true;
+                }
+                i += 6;
+                continue;
+            }
+            // an escaped quote or backslash is not the string's end or an escape
+            b'\\' if in_string => i += 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    match changed {
+        true => Cow::Owned(String::from_utf8(b).unwrap_or_default()),
+        false => Cow::Borrowed(json),
+    }
+}
+
 /// The transition body's fields, of the types they must have.
 struct TransitionFields {
     to: String,
@@ -450,7 +498,8 @@ struct TransitionFields {
 
 /// `to` and `reason` strings; the others strings, `null` or absent. `None`: not that.
 fn transition_fields(body: &[u8]) -> Option<TransitionFields> {
-    let raw: RawTransition = serde_json::from_str(&text(body)).ok()?;
+    let text = text(body);
+    let raw: RawTransition = serde_json::from_str(&replace_lone_surrogates(&text)).ok()?;
     let required = |v: Option<Value>| match v {
         Some(Value::String(s)) => Some(s),
         _ => None,

@@ -574,6 +574,47 @@ fn transition_undecodable_bytes_read_as_replacement_characters() {
 }
 
 #[test]
+fn transition_lone_surrogates_read_as_the_runtime_read_them() {
+    // JSON.parse keeps a lone surrogate; the JS-to-Rust string conversion made each one U+FFFD
+    let reason = |escaped: &str| {
+        transition(
+            "inv_1",
+            &format!(r#"{{"to":"paid", "reason" : "{escaped}" , "amount" :  null }}"#),
+        )
+        .map(|t| (t.reason, t.amount))
+    };
+    assert_eq!(reason(r"cut \ud83d"), Ok(("cut \u{FFFD}".into(), None)));
+    assert_eq!(
+        reason(r"\udc00x\ud800\ud800"),
+        Ok(("\u{FFFD}x\u{FFFD}\u{FFFD}".into(), None))
+    );
+    assert_eq!(
+        reason(r"\ud83d\ude00 \n\u00e9"),
+        Ok(("\u{1F600} \n\u{e9}".into(), None))
+    );
+    assert_eq!(reason(r"a\ud800\n"), Ok(("a\u{FFFD}".into(), None)));
+    let t = transition(
+        "inv_1",
+        r#"{"to":"paid","reason":"r","order_ref":"\ud800 x"}"#,
+    )
+    .unwrap();
+    assert_eq!(t.order_ref.as_deref(), Some("\u{FFFD} x"));
+    // an escaped backslash before `u` is text, not an escape; an escaped quote ends nothing
+    assert_eq!(reason(r"\\ud800"), Ok((r"\ud800".into(), None)));
+    assert_eq!(reason(r#"\"\ud800\\"#), Ok(("\"\u{FFFD}\\".into(), None)));
+    assert_eq!(
+        reason(r"\uD83D\uDE00\uDBFF"),
+        Ok(("\u{1F600}\u{FFFD}".into(), None))
+    );
+    // a repeated key's earlier value may be anything
+    let t = transition(
+        "inv_1",
+        r#"{"to":{"x":[1]},"reason":true,"to":"paid","reason":"r"}"#,
+    );
+    assert_eq!(t.map(|t| t.to), Ok(State::Paid));
+}
+
+#[test]
 fn transition_refusals() {
     let json_message = r#"the body is {"to":"<state>","reason":"<why>"} with optional "order_ref", "amount", "currency""#;
     for id in [
