@@ -1,5 +1,6 @@
 //! Every failure the Worker can answer with, mapped to a status code in one place.
 
+use paymos_core::admin::CommandError;
 use paymos_core::{EnvelopeError, SignatureError};
 use serde_json::json;
 use worker::Response;
@@ -122,6 +123,17 @@ impl From<worker::Error> for AppError {
 impl From<crate::sql::DbError> for AppError {
     fn from(e: crate::sql::DbError) -> Self {
         AppError::Database(e.0)
+    }
+}
+
+/// An admin request that is not a command: 400 with its code and message, 404, or 405.
+impl From<CommandError> for AppError {
+    fn from(e: CommandError) -> Self {
+        match e {
+            CommandError::BadRequest { code, message } => AppError::BadRequest(code, message),
+            CommandError::NotFound => AppError::NotFound,
+            CommandError::MethodNotAllowed { allow } => AppError::MethodNotAllowed(allow),
+        }
     }
 }
 

@@ -1,0 +1,62 @@
+//! `GET /deliveries` and `GET /deliveries/{event_id}`.
+
+use crate::error::{AppError, AppResult};
+use crate::sql::{self, DeliveryFilter, DeliveryRow};
+use paymos_core::admin::{DeliveryCursor, DeliveryQuery, Page};
+use serde_json::{json, Value};
+use worker::{Env, Response};
+
+/// Newest first, cursor-paged.
+pub async fn list(env: &Env, q: &DeliveryQuery) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    let rows = sql::list_deliveries(
+        &db,
+        &DeliveryFilter {
+            event_type: q.event_type.as_deref(),
+            resource_id: q.resource_id.as_deref(),
+            status: q.status.map(|s| s.as_str()),
+            after: q
+                .after
+                .as_ref()
+                .map(|c| (c.received_at.as_str(), c.event_id.as_str())),
+            limit: q.limit,
+        },
+    )
+    .await?;
+    let page = Page::of(rows, q.limit, |d| {
+        DeliveryCursor::text(&d.received_at, &d.event_id)
+    });
+    Ok(Response::from_json(&page.map(delivery_json))?)
+}
+
+pub async fn get(env: &Env, event_id: &str) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    let row = sql::load_delivery(&db, event_id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    Ok(Response::from_json(&delivery_json(row))?)
+}
+
+/// `received` until processed, then the outcome, with `applied`/`ignored` read as `processed`.
+fn delivery_status(d: &DeliveryRow) -> &'static str {
+    match (d.processed_at.as_deref(), d.outcome.as_deref()) {
+        (None, _) => "received",
+        (Some(_), Some("stale")) => "stale",
+        (Some(_), Some("dead")) => "dead",
+        _ => "processed",
+    }
+}
+
+fn delivery_json(d: DeliveryRow) -> Value {
+    let status = delivery_status(&d);
+    let body = d
+        .body
+        .as_deref()
+        .map(|b| serde_json::from_str::<Value>(b).unwrap_or(Value::Null));
+    let mut v = serde_json::to_value(DeliveryRow { body: None, ..d }).unwrap_or(Value::Null);
+    v["status"] = json!(status);
+    if let Some(b) = body {
+        v["body"] = b;
+    }
+    v
+}

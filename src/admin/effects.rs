@@ -1,0 +1,49 @@
+//! The effects feed (CONTRACT §7), `GET /effects`, and `POST /effects/{effect_id}/redeliver`.
+
+use crate::error::{AppError, AppResult};
+use crate::sql;
+use paymos_core::admin::{EffectQuery, Page};
+use paymos_core::EffectKind;
+use serde_json::json;
+use worker::{Env, Response};
+
+/// Oldest first, cursor-paged, filtered by kind and dispatch state, so that an order system
+/// can pull instead of being pushed to.
+pub async fn list(env: &Env, q: &EffectQuery) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    let rows = sql::list_effects(
+        &db,
+        q.kind.map(EffectKind::as_str),
+        q.dispatch.map(|d| d.as_str()),
+        q.after,
+        q.limit,
+    )
+    .await?;
+    let page = Page::of(rows, q.limit, |e| e.seq.to_string());
+    // through a JSON value, as before: each effect's keys in alphabetical order
+    Ok(Response::from_json(&json!(page))?)
+}
+
+/// Sends the effect to the order system again, under the same id.
+pub async fn redeliver(env: &Env, id: &str) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    let awaiting = sql::redeliver_effect(&db, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let enqueued = if awaiting {
+        // nothing to send until its order_ref is known; it goes out when that is learned
+        false
+    } else {
+        crate::queue::enqueue_effects(env, &[id.to_string()])
+            .await
+            .1
+            .is_none()
+    };
+    Ok(Response::from_json(&json!({
+        "redelivered": true,
+        "id": id,
+        "enqueued": enqueued,
+        "awaiting_order_ref": awaiting,
+    }))?
+    .with_status(202))
+}

@@ -1,0 +1,60 @@
+//! The operators' JSON API under /admin/api (bearer token, constant-time compare): each
+//! request authorized (`auth`), parsed into a typed command by the core
+//! (`paymos_core::admin::Command`, which also decides 400, 404 and 405), and applied by the
+//! handler of its resource, on D1 and the queues.
+
+mod alerts;
+mod auth;
+mod deliveries;
+mod effects;
+mod metrics;
+mod reconcile;
+mod replay;
+mod resources;
+
+pub use auth::page;
+
+use crate::error::AppResult;
+use auth::authorize;
+use paymos_core::admin::{routes, Command, RequestBody};
+use worker::{Env, Request, Response};
+
+pub async fn api(mut req: Request, env: &Env, path: &str) -> AppResult<Response> {
+    authorize(&req, env)?;
+    let resolved = routes::resolve(req.method().as_ref(), path)?;
+    // only a route that reads a body reads it (a refusal's body is drained, lib.rs `route`)
+    let body = match resolved.route.body {
+        RequestBody::None => Vec::new(),
+        RequestBody::Optional | RequestBody::Required => req.bytes().await.unwrap_or_default(),
+    };
+    let command = Command::from_resolved(&resolved, &query(&req), &body)?;
+    apply(command, env).await
+}
+
+/// Each command to the handler of its resource.
+async fn apply(command: Command, env: &Env) -> AppResult<Response> {
+    match command {
+        Command::ListDeliveries(q) => deliveries::list(env, &q).await,
+        Command::GetDelivery { event_id } => deliveries::get(env, &event_id).await,
+        Command::ReplayDelivery { event_id } => replay::one(env, &event_id).await,
+        Command::BulkReplay(b) => replay::bulk(env, &b).await,
+        Command::GetResource { resource_id } => resources::get(env, &resource_id).await,
+        Command::Transition(t) => resources::transition(env, &t).await,
+        Command::ReconcileNow { full } => reconcile::now(env, full).await,
+        Command::LatestReconcile => reconcile::latest(env).await,
+        Command::ListEffects(q) => effects::list(env, &q).await,
+        Command::RedeliverEffect { effect_id } => effects::redeliver(env, &effect_id).await,
+        Command::Metrics { format } => metrics::get(env, format).await,
+        Command::ListAlerts => alerts::list(env).await,
+        Command::AckAlert { alert_id } => alerts::ack(env, &alert_id).await,
+    }
+}
+
+/// The request's query string (what `url`'s `query_pairs` decodes), cut from the URL the
+/// runtime hands over instead of parsing it with `req.url()`: that keeps the `url` crate and
+/// its host parser out of the wasm (about 21 KB gzipped).
+fn query(req: &Request) -> String {
+    let url = req.inner().url();
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    query.split_once('#').map_or(query, |(q, _)| q).to_string()
+}

@@ -1,0 +1,59 @@
+//! `GET /resources/{resource_id}` and the manual transition,
+//! `POST /resources/{resource_id}/transition` (CONTRACT §5).
+
+use crate::error::{AppError, AppResult};
+use crate::sql;
+use crate::transition::{self, Change};
+use paymos_core::admin::Transition;
+use paymos_core::CauseKind;
+use serde_json::json;
+use worker::{Env, Response};
+
+/// The resource with its effects and its history.
+pub async fn get(env: &Env, id: &str) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    let resource = sql::load_resource(&db, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let effects = sql::load_effects(&db, id).await?;
+    let history = sql::load_history(&db, id).await?;
+    let mut v = serde_json::to_value(resource).map_err(|e| AppError::Internal(e.to_string()))?;
+    v["effects"] = json!(effects);
+    v["history"] = json!(history);
+    Ok(Response::from_json(&v)?)
+}
+
+/// Through the guarded transition, as a delivery's change goes (CONTRACT §3: anything the
+/// guard refuses is a recorded no-op); what it releases is sent.
+pub async fn transition(env: &Env, t: &Transition) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    let result = transition::apply(
+        &db,
+        &Change {
+            resource_id: &t.resource_id,
+            kind: t.kind,
+            to: t.to,
+            order_ref: t.order_ref.as_deref(),
+            amount: t.amount.as_deref(),
+            currency: t.currency.as_deref(),
+            cause_kind: CauseKind::Manual,
+            cause: &t.reason,
+            delivery: None,
+        },
+    )
+    .await?;
+    // recorded either way, with the delivery outcomes' words: applied, or stale
+    let detail = format!(
+        "{} to {}: now {}; reason: {}",
+        t.resource_id,
+        t.to.as_str(),
+        result.status.map_or("absent", paymos_core::State::as_str),
+        t.reason
+    );
+    let outcome = if result.applied { "applied" } else { "stale" };
+    crate::log::line("manual_transition", "-", outcome, Some(&detail));
+    crate::effects::send_released(env, &result.released).await;
+    Ok(Response::from_json(
+        &json!({ "applied": result.applied, "status": result.status }),
+    )?)
+}
