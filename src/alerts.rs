@@ -4,7 +4,7 @@
 //! and again at most every 6 hours while they stay open. A failed send is logged and tried
 //! again at the next run; it never stops the sweeper (which runs before).
 
-use crate::config::{self, SignedEndpoint};
+use crate::config::{self, ConfigError, SignedEndpoint};
 use crate::error::AppResult;
 use crate::sql::{self, AlertRow};
 use crate::{effects, log, metrics, transition};
@@ -110,7 +110,7 @@ fn message_id(a: &AlertRow) -> String {
 
 async fn send(
     db: &D1Database,
-    webhook: &Result<Option<SignedEndpoint>, String>,
+    webhook: &Result<Option<SignedEndpoint>, ConfigError>,
     id: &str,
 ) -> AppResult<()> {
     let endpoint = match webhook {
@@ -129,8 +129,9 @@ async fn send(
             return Ok(());
         }
         Err(why) => {
-            log::line("alert", id, "not_configured", Some(why));
-            sql::alert_send_failed(db, id, why).await?;
+            let why = why.to_string();
+            log::line("alert", id, "not_configured", Some(&why));
+            sql::alert_send_failed(db, id, &why).await?;
             return Ok(());
         }
     };

@@ -2,7 +2,40 @@
 
 use paymos_core::setting::{Numeric, Outside, Read};
 use paymos_core::signature::{SecretSet, SignatureError, DEFAULT_TOLERANCE_SECONDS};
+use paymos_core::standard_webhooks::{SecretError, WebhookSecret};
 use worker::Env;
+
+/// A setting that cannot be used as it is (or is missing where another needs it): which
+/// setting, and why. Its text is the line said in the logs, the metrics' warnings and the
+/// replies: `ORDER_SYSTEM_URL is not an https URL: credentials are sent only over https`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{setting} {problem}")]
+pub struct ConfigError {
+    pub setting: &'static str,
+    pub problem: Problem,
+}
+
+/// Why a setting cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("is not set")]
+    NotSet,
+    /// The secret that signs what is sent (`effects`, `alerts`) to a URL that is set.
+    #[error("is not set: {0} cannot be signed")]
+    SigningSecretNotSet(&'static str),
+    #[error("is not an https URL: credentials are sent only over https")]
+    NotHttps,
+    #[error("is not a whsec_ secret: {0}")]
+    NotWhsec(SecretError),
+    #[error("is neither `live` nor `test`")]
+    NotAMode,
+}
+
+impl ConfigError {
+    fn new(setting: &'static str, problem: Problem) -> ConfigError {
+        ConfigError { setting, problem }
+    }
+}
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
 
@@ -213,11 +246,11 @@ impl Mode {
 /// `PAYMOS_MODE`: `live` when unset (the deploy default). Anything else than `live` or
 /// `test` is a configuration fault, not a guess: the consumer refuses to decide (retries,
 /// then dead-letters, all replayable) rather than fulfil under the wrong mode.
-pub fn mode(env: &Env) -> Result<Mode, String> {
+pub fn mode(env: &Env) -> Result<Mode, ConfigError> {
     match string(env, "PAYMOS_MODE").as_deref().map(str::trim) {
         None | Some("live") => Ok(Mode::Live),
         Some("test") => Ok(Mode::Test),
-        Some(_) => Err("PAYMOS_MODE is neither `live` nor `test`".into()),
+        Some(_) => Err(ConfigError::new("PAYMOS_MODE", Problem::NotAMode)),
     }
 }
 
@@ -244,15 +277,13 @@ pub fn dead_letter_queue(env: &Env) -> String {
 
 /// An outbound URL that credentials may be sent to: `https`, or plain `http` to a loopback
 /// host (a development value, CONTRACT §4: a deployed worker cannot reach loopback anyway).
-pub fn credential_url(env: &Env, name: &str) -> Result<String, String> {
-    let url = string(env, name).ok_or_else(|| format!("{name} is not set"))?;
+pub fn credential_url(env: &Env, name: &'static str) -> Result<String, ConfigError> {
+    let url = string(env, name).ok_or(ConfigError::new(name, Problem::NotSet))?;
     let trimmed = url.trim();
     if paymos_core::outbound::may_carry_credentials(trimmed) {
         Ok(trimmed.to_string())
     } else {
-        Err(format!(
-            "{name} is not an https URL: credentials are sent only over https"
-        ))
+        Err(ConfigError::new(name, Problem::NotHttps))
     }
 }
 
@@ -262,18 +293,31 @@ pub fn credential_url(env: &Env, name: &str) -> Result<String, String> {
 /// plainly (log line, metrics) instead of failing silently.
 pub struct SignedEndpoint {
     pub url: String,
-    pub secret: paymos_core::standard_webhooks::WebhookSecret,
+    pub secret: WebhookSecret,
 }
 
-pub fn order_system(env: &Env) -> Result<Option<SignedEndpoint>, String> {
-    if string(env, "ORDER_SYSTEM_URL").is_none() {
+pub fn order_system(env: &Env) -> Result<Option<SignedEndpoint>, ConfigError> {
+    signed_endpoint(env, "ORDER_SYSTEM_URL", "ORDER_SYSTEM_SECRET", "effects")
+}
+
+/// The endpoint at `url_setting`, signed with `secret_setting`, for sending `what`:
+/// `Ok(None)` when no URL is set.
+fn signed_endpoint(
+    env: &Env,
+    url_setting: &'static str,
+    secret_setting: &'static str,
+    what: &'static str,
+) -> Result<Option<SignedEndpoint>, ConfigError> {
+    if string(env, url_setting).is_none() {
         return Ok(None);
     }
-    let url = credential_url(env, "ORDER_SYSTEM_URL")?;
-    let secret = string(env, "ORDER_SYSTEM_SECRET")
-        .ok_or_else(|| "ORDER_SYSTEM_SECRET is not set: effects cannot be signed".to_string())?;
-    let secret = paymos_core::standard_webhooks::WebhookSecret::parse(&secret)
-        .map_err(|e| format!("ORDER_SYSTEM_SECRET is not a whsec_ secret: {e}"))?;
+    let url = credential_url(env, url_setting)?;
+    let secret = string(env, secret_setting).ok_or(ConfigError::new(
+        secret_setting,
+        Problem::SigningSecretNotSet(what),
+    ))?;
+    let secret = WebhookSecret::parse(&secret)
+        .map_err(|e| ConfigError::new(secret_setting, Problem::NotWhsec(e)))?;
     Ok(Some(SignedEndpoint { url, secret }))
 }
 
@@ -298,16 +342,8 @@ pub fn effects_dead_letter_queue(env: &Env) -> String {
 
 /// Where alerts are sent (CONTRACT §9), signed as effects are, with `ALERT_WEBHOOK_SECRET`.
 /// `Ok(None)`: not configured (alerts are kept and shown, not sent).
-pub fn alert_webhook(env: &Env) -> Result<Option<SignedEndpoint>, String> {
-    if string(env, "ALERT_WEBHOOK_URL").is_none() {
-        return Ok(None);
-    }
-    let url = credential_url(env, "ALERT_WEBHOOK_URL")?;
-    let secret = string(env, "ALERT_WEBHOOK_SECRET")
-        .ok_or_else(|| "ALERT_WEBHOOK_SECRET is not set: alerts cannot be signed".to_string())?;
-    let secret = paymos_core::standard_webhooks::WebhookSecret::parse(&secret)
-        .map_err(|e| format!("ALERT_WEBHOOK_SECRET is not a whsec_ secret: {e}"))?;
-    Ok(Some(SignedEndpoint { url, secret }))
+pub fn alert_webhook(env: &Env) -> Result<Option<SignedEndpoint>, ConfigError> {
+    signed_endpoint(env, "ALERT_WEBHOOK_URL", "ALERT_WEBHOOK_SECRET", "alerts")
 }
 
 /// Refused signatures in 15 minutes that make a `signature_refusals` alert.
@@ -320,7 +356,7 @@ pub fn signature_burst(env: &Env) -> i64 {
 pub fn warnings(env: &Env) -> Vec<String> {
     let mut w = setting_warnings(env);
     if let Err(e) = mode(env) {
-        w.push(e);
+        w.push(e.to_string());
     }
     if secrets(env).map(|s| s.is_empty()).unwrap_or(true) {
         w.push("PAYMOS_WEBHOOK_SECRETS is not set: every delivery is refused (503)".into());

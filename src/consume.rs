@@ -135,7 +135,7 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
     for (message, DeliveryMessage { event_id, .. }) in readable {
         let result = match &mode {
             Ok(mode) => process_delivery(env, &db, &event_id, *mode).await,
-            Err(e) => Err(AppError::NotConfigured("invalid_mode", e.clone())),
+            Err(e) => Err(AppError::NotConfigured("invalid_mode", e.to_string())),
         };
         match result {
             Ok(processed) => {

@@ -5,7 +5,7 @@
 //! Nothing here runs inside a transition's transaction: effects are written by the
 //! transition's batch and handed to the `EFFECTS` queue only after it committed.
 
-use crate::config::{self, SignedEndpoint};
+use crate::config::{self, ConfigError, SignedEndpoint};
 use crate::error::AppResult;
 use crate::log;
 use crate::queue::{self, Incoming};
@@ -51,7 +51,7 @@ fn can_push(env: &Env, stage: &str, pending: Option<usize>) -> bool {
         Err(why) => {
             let detail = match pending {
                 Some(n) => format!("{n} effects kept pending: {why}"),
-                None => why,
+                None => why.to_string(),
             };
             log::line(stage, "-", "not_configured", Some(&detail));
             false
@@ -377,7 +377,7 @@ type Plan<'a> = Result<(&'a EffectRow, &'a SignedEndpoint), Step>;
 /// The plan for one loaded effect (`None`: its row is gone).
 fn before_post<'a>(
     row: Option<&'a DispatchRow>,
-    order_system: &'a Result<Option<SignedEndpoint>, String>,
+    order_system: &'a Result<Option<SignedEndpoint>, ConfigError>,
     scale: f64,
     now: i64,
 ) -> Plan<'a> {
@@ -398,7 +398,7 @@ fn before_post<'a>(
     let order_system = match order_system {
         // no URL: the effect stays pending in the feed, for the order system to pull
         Ok(None) => return Err(Step::Ack("pending_pull", None)),
-        Err(why) => return Err(Step::Ack("not_configured", Some(why.clone()))),
+        Err(why) => return Err(Step::Ack("not_configured", Some(why.to_string()))),
         Ok(Some(o)) => o,
     };
     if row.earlier_undelivered > 0 {
