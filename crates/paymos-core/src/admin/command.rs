@@ -98,6 +98,19 @@ pub struct DeliveryQuery {
     pub limit: u32,
 }
 
+/// No filter, the default page.
+impl Default for DeliveryQuery {
+    fn default() -> Self {
+        DeliveryQuery {
+            event_type: None,
+            resource_id: None,
+            status: None,
+            after: None,
+            limit: DEFAULT_PAGE,
+        }
+    }
+}
+
 /// An effect's dispatch state, as the feed filters it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DispatchFilter {
@@ -126,8 +139,20 @@ pub struct EffectQuery {
     pub limit: u32,
 }
 
-/// Which deliveries a bulk replay resets; at least one field is set.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// No filter, the default page.
+impl Default for EffectQuery {
+    fn default() -> Self {
+        EffectQuery {
+            kind: None,
+            dispatch: None,
+            after: None,
+            limit: DEFAULT_PAGE,
+        }
+    }
+}
+
+/// Which deliveries a bulk replay resets; at least one field is set (a parsed one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplayFilter {
     pub event_type: Option<String>,
     pub resource_id: Option<String>,
@@ -245,13 +270,7 @@ fn filters(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
 /// Parameters are read in order (a repeated one: the last wins), each refused as met; the
 /// cursor is checked after all of them.
 fn delivery_query(query: &str) -> Result<DeliveryQuery, CommandError> {
-    let mut q = DeliveryQuery {
-        event_type: None,
-        resource_id: None,
-        status: None,
-        after: None,
-        limit: DEFAULT_PAGE,
-    };
+    let mut q = DeliveryQuery::default();
     let mut cursor = None;
     for (k, v) in filters(query) {
         match k.as_str() {
@@ -268,12 +287,7 @@ fn delivery_query(query: &str) -> Result<DeliveryQuery, CommandError> {
 }
 
 fn effect_query(query: &str) -> Result<EffectQuery, CommandError> {
-    let mut q = EffectQuery {
-        kind: None,
-        dispatch: None,
-        after: None,
-        limit: DEFAULT_PAGE,
-    };
+    let mut q = EffectQuery::default();
     for (k, v) in filters(query) {
         match k.as_str() {
             "kind" => {
