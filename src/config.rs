@@ -322,6 +322,11 @@ fn signed_endpoint(
 }
 
 /// The order system must answer within this long (CONTRACT §7: 10 s).
+/// Pull mode: no `ORDER_SYSTEM_URL`, so effects wait in the feed for an order system to pull.
+pub fn pull_mode(env: &Env) -> bool {
+    matches!(order_system(env), Ok(None))
+}
+
 pub fn order_system_timeout_ms(env: &Env) -> u64 {
     number(env, &ORDER_TIMEOUT)
 }

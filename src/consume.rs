@@ -5,6 +5,7 @@ use crate::error::{AppError, AppResult};
 use crate::queue::{self, DeliveryMessage, Incoming};
 use crate::transition::{self, Change};
 use crate::{log, sql};
+use paymos_core::actors::dead_letter;
 use paymos_core::ladder::consumer_retry_delay;
 use paymos_core::{is_valid_event_id, machine, parse_envelope, CauseKind, Envelope, Outcome};
 use worker::{D1Database, Date, Env};
@@ -39,7 +40,7 @@ pub async fn process_delivery(
     let body = delivery.body.unwrap_or_default();
     let envelope = parse_envelope(body.as_bytes(), Some(event_id))
         .map_err(|e| AppError::Internal(format!("stored body does not parse: {e}")))?;
-    let change = match event_change(&envelope, event_id, mode) {
+    let change = match event_change(&envelope, event_id, mode, config::pull_mode(env)) {
         Ok(change) => change,
         Err(reason) => {
             sql::mark_ignored(db, event_id, reason).await?;
@@ -57,6 +58,7 @@ fn event_change<'a>(
     envelope: &'a Envelope,
     event_id: &'a str,
     mode: Mode,
+    pull: bool,
 ) -> Result<Change<'a>, &'static str> {
     if !mode.accepts(envelope.livemode) {
         return Err(LIVEMODE_MISMATCH);
@@ -72,6 +74,7 @@ fn event_change<'a>(
         cause_kind: CauseKind::Event,
         cause: event_id,
         delivery: Some(event_id),
+        pull,
     })
 }
 
@@ -108,7 +111,7 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
     }
     if dead_letter {
         for (message, m) in readable {
-            dead_letter_one(&db, &message, &m, base).await;
+            dead_letter_one(env, &db, &message, &m, base).await;
         }
         return Ok(());
     }
@@ -173,18 +176,55 @@ fn log_processed(event_id: &str, processed: &Processed) {
     log::line("consume", event_id, outcome, reason);
 }
 
-/// Every retry failed: the delivery stays, marked dead, visible and replayable; unless it
-/// was replayed meanwhile (another generation), which this must not bury.
-async fn dead_letter_one(db: &D1Database, message: &Incoming, m: &DeliveryMessage, base: u32) {
-    match sql::mark_dead(db, &m.event_id, m.generation).await {
-        Ok(marked) => {
-            let outcome = if marked {
-                "dead"
-            } else {
-                "dead_letter_superseded"
-            };
-            log::line("dead_letter", &m.event_id, outcome, None);
+/// Every retry failed: the delivery is marked dead (visible, replayable) if it keeps failing
+/// on its own, or handed back to the consumer if its failures were not recorded (D1 was down,
+/// or its consumer kept dying); a delivery replayed meanwhile (another generation) is left to
+/// its replay (`paymos_core::actors::dead_letter`).
+async fn dead_letter_one(
+    env: &Env,
+    db: &D1Database,
+    message: &Incoming,
+    m: &DeliveryMessage,
+    base: u32,
+) {
+    let mark = dead_letter::mark(&m.event_id, m.generation, &dead_letter::Mutation::default());
+    let verdict = match sql::returned_row(db, mark).await {
+        Ok(true) => Ok(dead_letter::verdict(true, None, m.generation)),
+        Ok(false) => sql::load_delivery(db, &m.event_id)
+            .await
+            .map(|row| dead_letter::verdict(false, row.as_ref(), m.generation)),
+        Err(e) => Err(e),
+    };
+    match verdict {
+        Ok(dead_letter::Verdict::Dead) => {
+            log::line("dead_letter", &m.event_id, "dead", None);
             message.ack();
+        }
+        Ok(dead_letter::Verdict::Superseded(why)) => {
+            log::line(
+                "dead_letter",
+                &m.event_id,
+                "dead_letter_superseded",
+                Some(why),
+            );
+            message.ack();
+        }
+        Ok(dead_letter::Verdict::HandBack { generation }) => {
+            let again = DeliveryMessage {
+                event_id: m.event_id.clone(),
+                generation,
+            };
+            match queue::enqueue(env, again).await {
+                Ok(()) => {
+                    let why = "its failures were not recorded (D1 unreachable?): handed back";
+                    log::line("dead_letter", &m.event_id, "handed_back", Some(why));
+                    message.ack();
+                }
+                Err(e) => {
+                    log::line("dead_letter", &m.event_id, "error", Some(&e.to_string()));
+                    message.retry_in(base.max(1));
+                }
+            }
         }
         Err(e) => {
             log::line("dead_letter", &m.event_id, "error", Some(&e.0));
@@ -209,6 +249,7 @@ async fn process_batch(
     mode: Mode,
 ) -> AppResult<Vec<Processed>> {
     let ids: Vec<&str> = messages.iter().map(|(_, m)| m.event_id.as_str()).collect();
+    let pull = config::pull_mode(env);
     let rows = sql::load_deliveries(db, &ids).await?;
     let envelopes: Vec<Option<(&sql::DeliveryRow, paymos_core::Envelope)>> = ids
         .iter()
@@ -235,7 +276,7 @@ async fn process_batch(
                 Step::Done(Processed::AlreadyProcessed)
             }
             None => Step::Done(Processed::Missing),
-            Some((_, envelope)) => match event_change(envelope, id, mode) {
+            Some((_, envelope)) => match event_change(envelope, id, mode, pull) {
                 Ok(change) => Step::Transition(transition::prepare(&change)?, change),
                 Err(reason) => Step::Ignore(reason),
             },

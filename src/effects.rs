@@ -9,12 +9,13 @@ use crate::config::{self, ConfigError, SignedEndpoint};
 use crate::error::AppResult;
 use crate::log;
 use crate::queue::{self, Incoming};
-use crate::sql::{self, DispatchOutcome, DispatchRow, EffectRow};
+use crate::sql;
 use futures_util::future::{select, Either};
-use paymos_core::ladder::{effect_retry_delay, wait_for_earlier_delay};
+use paymos_core::actors::dispatch::{self, Push};
+use paymos_core::actors::Answer;
+use paymos_core::rows::{DispatchRow, StartedAttempt};
 use paymos_core::standard_webhooks;
-use paymos_core::time::unix_of_iso;
-use serde_json::json;
+use paymos_core::statements::{self as st, Arg};
 use std::time::Duration;
 use worker::{
     AbortController, D1Database, Date, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
@@ -57,22 +58,6 @@ fn can_push(env: &Env, stage: &str, pending: Option<usize>) -> bool {
             false
         }
     }
-}
-
-/// The request body (CONTRACT §7); fields that do not apply are null.
-fn body(e: &EffectRow) -> String {
-    json!({
-        "id": e.id,
-        "kind": e.kind,
-        "resource_id": e.resource_id,
-        "order_ref": e.order_ref,
-        "license_code": e.license_code,
-        "amount": e.amount,
-        "currency": e.currency,
-        "cause": e.cause,
-        "created_at": e.created_at,
-    })
-    .to_string()
 }
 
 /// One signed POST (Standard Webhooks headers and `Idempotency-Key`, all carrying `id`).
@@ -119,44 +104,35 @@ pub async fn post_signed(
     }
 }
 
-/// One POST of an effect to the order system.
-async fn post(
-    order_system: &SignedEndpoint,
-    effect: &EffectRow,
-    timeout_ms: u64,
-) -> Result<(), String> {
-    post_signed(order_system, &effect.id, body(effect), timeout_ms)
-        .await
-        .map_err(|e| format!("the order system {e}"))
-}
-
 /// Cloudflare's limit of simultaneous open connections per invocation.
 const SIMULTANEOUS_POSTS: usize = 6;
 
-/// A batch from the effects queue or its dead-letter queue.
-///
-/// Per batch, not per message (issue #14, cost per delivery): one query loads every effect of
-/// the batch, the POSTs to the order system run concurrently, and one D1 batch records every
-/// outcome; a batch costs 2 D1 calls whatever its size, where it cost 2 per effect. An effect
-/// whose id arrives twice in one batch (a sweeper's re-enqueue next to the original) is posted
-/// once. If a D1 call fails, every message of the batch is retried on the ladder: an effect
-/// posted but not recorded is posted again under the same id (at least once; the order
-/// system dedupes on `Idempotency-Key`).
+/// Where effects go, from the configuration: posted, pulled, or waiting on a fix.
+fn push(order_system: &Result<Option<SignedEndpoint>, ConfigError>) -> Push {
+    match order_system {
+        Ok(Some(_)) => Push::To,
+        Ok(None) => Push::Pull,
+        Err(why) => Push::Unusable(why.to_string()),
+    }
+}
+
+fn settings(env: &Env) -> dispatch::Settings {
+    dispatch::Settings {
+        scale: config::effect_retry_scale(env),
+        timeout_ms: config::order_system_timeout_ms(env),
+        mutation: dispatch::Mutation::default(),
+    }
+}
+
+fn now_seconds() -> i64 {
+    (Date::now().as_millis() / 1000) as i64
+}
+
+/// A batch from the effects queue or its dead-letter queue: the core's dispatcher
+/// (`paymos_core::actors::dispatch::Batch`) driven over D1, `fetch` and the queue. Per batch:
+/// one load, one start (committed before any request), the POSTs concurrently, one record,
+/// whatever the batch's size; a D1 call that fails sends every message back on the ladder.
 pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> worker::Result<()> {
-    let scale = config::effect_retry_scale(env);
-    let retry_all = |messages: &[(Incoming, String)], why: &str| {
-        for (m, id) in messages {
-            // D1 failed: the queue's own count paces it, its DLQ ends it
-            let delay = effect_retry_delay(m.attempts(), scale).unwrap_or(60);
-            log::line(
-                "dispatch",
-                id,
-                "error",
-                Some(&format!("{why}; retry in {delay}s")),
-            );
-            m.retry_in(delay);
-        }
-    };
     let mut readable = Vec::with_capacity(messages.len());
     for message in messages {
         match message.effect() {
@@ -167,247 +143,152 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
             }
         }
     }
-    let db = match sql::database(env) {
-        Ok(db) => db,
-        Err(e) => {
-            retry_all(&readable, &e.0);
-            return Ok(());
-        }
-    };
-    if queue_name == config::effects_dead_letter_queue(env) {
-        dead_letter(&db, readable).await;
-        return Ok(());
-    }
-    let mut ids: Vec<&str> = Vec::with_capacity(readable.len());
-    for (_, id) in &readable {
-        if !ids.contains(&id.as_str()) {
-            ids.push(id);
-        }
-    }
-    let rows = match sql::load_effects_for_dispatch(&db, &ids).await {
-        Ok(rows) => rows,
-        Err(e) => {
-            retry_all(&readable, &e.0);
-            return Ok(());
-        }
-    };
-    let order_system = config::order_system(env);
-    let timeout_ms = config::order_system_timeout_ms(env);
-    let now = (Date::now().as_millis() / 1000) as i64;
-
-    // each effect's plan before any POST; those to post, posted concurrently
-    let plans: Vec<(&str, Plan)> = ids
+    let batch_messages = readable
         .iter()
-        .map(|id| {
-            let row = rows.iter().find(|r| r.effect.id == *id);
-            (*id, before_post(row, &order_system, scale, now))
+        .map(|(m, id)| dispatch::Message {
+            effect_id: id.clone(),
+            attempts: m.attempts(),
         })
         .collect();
-    let to_post: Vec<(&EffectRow, &SignedEndpoint)> = plans
-        .iter()
-        .filter_map(|(_, plan)| plan.as_ref().ok().copied())
-        .collect();
-    // in waves of at most SIMULTANEOUS_POSTS: a Worker invocation keeps 6 connections open at
-    // once and queues the rest, and a queued request's timeout would run while it waits
-    let mut posted = Vec::with_capacity(to_post.len());
-    for wave in to_post.chunks(SIMULTANEOUS_POSTS) {
-        posted.extend(
-            futures_util::future::join_all(
-                wave.iter()
-                    .map(|(effect, endpoint)| post(endpoint, effect, timeout_ms)),
-            )
-            .await,
-        );
-    }
-    // one record per effect: its step, and the outcome statement it adds to the batch (the
-    // waits are deferred in the same batch)
-    let mut posted = posted.iter();
-    let mut outcomes = Vec::with_capacity(plans.len());
-    let mut dispatches: Vec<Dispatch> = Vec::with_capacity(plans.len());
-    for (id, plan) in plans {
-        let (step, outcome) = match plan {
-            Ok((effect, _)) => match posted.next() {
-                Some(result) => after_post(effect, result, scale),
-                None => (Step::Retry(60, "error", Some("no result".into())), None), // one per post
-            },
-            Err(Step::Wait(delay)) => (
-                Step::Wait(delay),
-                Some(DispatchOutcome::Deferred {
-                    look_in_seconds: delay,
-                }),
-            ),
-            Err(step) => (step, None),
-        };
-        let statement = outcome.map(|o| {
-            outcomes.push(sql::dispatch_outcome_statement(id, &o));
-            outcomes.len() - 1
-        });
-        dispatches.push(Dispatch {
-            id,
-            step,
-            statement,
-            answered: false,
-        });
-    }
-    let wrote = match sql::record_dispatch_outcomes(&db, &outcomes).await {
-        Ok(wrote) => wrote,
-        Err(e) => {
-            retry_all(&readable, &e.0);
-            return Ok(());
-        }
+    let order_system = config::order_system(env);
+    let mut batch = dispatch::Batch::new(batch_messages, push(&order_system), settings(env));
+    let db = match sql::database(env) {
+        Ok(db) => db,
+        Err(e) => return answer(env, &readable, batch.db_failed(&e.0)).await,
     };
+    if queue_name == config::effects_dead_letter_queue(env) {
+        dead_letter(env, &db, readable).await;
+        return Ok(());
+    }
+    let replies = match drive(&db, &mut batch, &order_system).await {
+        Ok(replies) => replies,
+        Err(e) => batch.db_failed(&e.0),
+    };
+    answer(env, &readable, replies).await
+}
 
-    for (message, id) in &readable {
-        let Some(d) = dispatches.iter_mut().find(|d| d.id == id.as_str()) else {
-            message.ack(); // every id has a record; kept total for the compiler
+/// Walks the batch through its steps until it says how to answer the messages.
+async fn drive(
+    db: &D1Database,
+    batch: &mut dispatch::Batch,
+    order_system: &Result<Option<SignedEndpoint>, ConfigError>,
+) -> sql::DbResult<Vec<dispatch::Reply>> {
+    loop {
+        match batch.next(now_seconds()) {
+            dispatch::Step::Load(b) => {
+                let rows = sql::all_rows::<DispatchRow>(db, b).await?;
+                batch.loaded(rows, now_seconds());
+            }
+            dispatch::Step::Start(b) => {
+                let rows = sql::all_rows::<StartedAttempt>(db, b).await?;
+                batch.started(rows);
+            }
+            dispatch::Step::Post(posts) => {
+                let endpoint = order_system.as_ref().ok().and_then(Option::as_ref);
+                let timeout_ms = batch.settings().timeout_ms;
+                post_all(batch, endpoint, posts, timeout_ms).await;
+            }
+            dispatch::Step::Record(statements) => {
+                let wrote = sql::record_dispatch_outcomes(db, &statements).await?;
+                batch.recorded(wrote);
+            }
+            dispatch::Step::Answer(replies) => return Ok(replies),
+            dispatch::Step::Done => return Ok(Vec::new()),
+        }
+    }
+}
+
+/// The POSTs, in waves of at most SIMULTANEOUS_POSTS: a Worker invocation keeps 6 connections
+/// open at once and queues the rest, and a queued request's timeout would run while it waits.
+async fn post_all(
+    batch: &mut dispatch::Batch,
+    endpoint: Option<&SignedEndpoint>,
+    posts: Vec<(String, String)>,
+    timeout_ms: u64,
+) {
+    for wave in posts.chunks(SIMULTANEOUS_POSTS) {
+        let results = futures_util::future::join_all(wave.iter().map(|(id, body)| async move {
+            match endpoint {
+                Some(endpoint) => post_signed(endpoint, id, body.clone(), timeout_ms)
+                    .await
+                    .map_err(|e| format!("the order system {e}")),
+                None => Err("no order system configured".to_string()),
+            }
+        }))
+        .await;
+        for ((id, _), result) in wave.iter().zip(results) {
+            batch.posted(id, result);
+        }
+    }
+}
+
+/// Answers each message as the core said, with its log line.
+async fn answer(
+    env: &Env,
+    messages: &[(Incoming, String)],
+    replies: Vec<dispatch::Reply>,
+) -> worker::Result<()> {
+    for r in replies {
+        let Some((message, _)) = messages.get(r.message) else {
             continue;
         };
-        if d.answered {
-            // the same effect twice in one batch: it was handled once, above
-            log::line("dispatch", id, "duplicate_message", None);
-            message.ack();
-            continue;
-        }
-        d.answered = true;
-        match &d.step {
-            Step::Ack(outcome, detail) => {
-                log::line("dispatch", id, outcome, detail.as_deref());
-                message.ack();
-            }
-            Step::Retry(delay, outcome, detail) => {
-                let detail = format!("{}; retry in {delay}s", detail.as_deref().unwrap_or(""));
-                log::line("dispatch", id, outcome, Some(&detail));
-                message.retry_in(*delay);
-            }
-            Step::Wait(delay) => {
-                // this batch holds the wait when its DEFER_EFFECT returned the row
-                let holds = d
-                    .statement
-                    .and_then(|i| wrote.get(i))
-                    .copied()
-                    .unwrap_or(false);
-                let detail = if !holds {
-                    // a copy of the message that holds the wait: nothing more to send
-                    "another message holds the wait".to_string()
-                } else {
-                    match queue::enqueue_effect_after(env, id, *delay).await {
-                        Ok(()) => format!("looked at again in {delay}s"),
-                        // the sweeper sends it once the deferral is 5 minutes past
-                        Err(e) => format!("not re-sent ({e}): left to the sweeper"),
-                    }
-                };
-                log::line("dispatch", id, "waiting_for_earlier", Some(&detail));
+        let mut detail = r.detail;
+        match r.answer {
+            Answer::Ack => message.ack(),
+            Answer::Retry(delay) => message.retry_in(delay),
+            Answer::AckAndSendAfter(delay) => {
+                if let Err(e) = queue::enqueue_effect_after(env, &r.effect_id, delay).await {
+                    // the sweeper sends it once the deferral is past
+                    detail = Some(format!("not re-sent ({e}): left to the sweeper"));
+                }
                 message.ack();
             }
         }
+        log::line("dispatch", &r.effect_id, r.outcome, detail.as_deref());
     }
     Ok(())
 }
 
-/// One effect of a dispatcher batch: what its messages are answered, and the index of the
-/// outcome statement it added to the batch, if any.
-struct Dispatch<'a> {
-    id: &'a str,
-    step: Step,
-    statement: Option<usize>,
-    /// a second message for the same effect is answered as a duplicate
-    answered: bool,
-}
-
-/// A POST's result as the effect's step and the outcome to record.
-fn after_post<'a>(
-    effect: &EffectRow,
-    result: &'a Result<(), String>,
-    scale: f64,
-) -> (Step, Option<DispatchOutcome<'a>>) {
-    let error = match result {
-        Ok(()) => {
-            return (
-                Step::Ack("delivered", None),
-                Some(DispatchOutcome::Delivered),
-            )
-        }
-        Err(error) => error,
-    };
-    let failed = u32::try_from(effect.attempts + 1).unwrap_or(u32::MAX);
-    match effect_retry_delay(failed, scale) {
-        Some(delay) => (
-            Step::Retry(delay, "retry", Some(error.clone())),
-            Some(DispatchOutcome::Failed {
-                error,
-                retry_in_seconds: delay,
-            }),
-        ),
-        None => (
-            Step::Ack("dead", Some(error.clone())),
-            Some(DispatchOutcome::Dead { error }),
-        ),
-    }
-}
-
-/// The effects dead-letter queue: the dispatcher itself kept failing (not the order system:
-/// that is the ladder). Rare, so message by message.
-async fn dead_letter(db: &D1Database, messages: Vec<(Incoming, String)>) {
+/// The effects dead-letter queue: the dispatcher itself kept failing (D1, crashes), not the
+/// order system (that is the ladder). A pending effect is handed back to the dispatcher from
+/// a fresh message (`dispatch::dead_letter`): a D1 outage makes no effect dead. Rare, so
+/// message by message.
+async fn dead_letter(env: &Env, db: &D1Database, messages: Vec<(Incoming, String)>) {
     for (message, effect_id) in messages {
-        match sql::mark_effect_dead(db, &effect_id, Some("dispatch retries exhausted"), false).await
-        {
-            Ok(_) => {
-                log::line("dispatch", &effect_id, "dead", Some("dead-letter queue"));
+        let load = st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&[effect_id.as_str()])]);
+        let row = match sql::all_rows::<DispatchRow>(db, load).await {
+            Ok(rows) => rows.into_iter().next(),
+            Err(e) => {
+                log::line("dead_letter_effects", &effect_id, "error", Some(&e.0));
+                message.retry_in(60);
+                continue;
+            }
+        };
+        match dispatch::dead_letter(row.as_ref(), now_seconds()) {
+            dispatch::DeadLetter::Done(outcome) => {
+                log::line("dead_letter_effects", &effect_id, outcome, None);
                 message.ack();
             }
-            Err(e) => {
-                log::line("dispatch", &effect_id, "error", Some(&e.0));
-                message.retry_in(60);
+            dispatch::DeadLetter::Requeue(delay) => {
+                match queue::enqueue_effect_after(env, &effect_id, delay).await {
+                    Ok(()) => {
+                        let detail = format!("handed back to the dispatcher in {delay}s");
+                        log::line("dead_letter_effects", &effect_id, "requeued", Some(&detail));
+                        message.ack();
+                    }
+                    Err(e) => {
+                        log::line(
+                            "dead_letter_effects",
+                            &effect_id,
+                            "error",
+                            Some(&e.to_string()),
+                        );
+                        message.retry_in(60);
+                    }
+                }
             }
         }
     }
-}
-
-enum Step {
-    Ack(&'static str, Option<String>),
-    Retry(u32, &'static str, Option<String>),
-    /// waiting for an earlier effect of the resource: acknowledged, and sent again as a fresh
-    /// message after this many seconds
-    Wait(u32),
-}
-
-/// What happens to one loaded effect before any request: `Ok` to post it now, else its step.
-type Plan<'a> = Result<(&'a EffectRow, &'a SignedEndpoint), Step>;
-
-/// The plan for one loaded effect (`None`: its row is gone).
-fn before_post<'a>(
-    row: Option<&'a DispatchRow>,
-    order_system: &'a Result<Option<SignedEndpoint>, ConfigError>,
-    scale: f64,
-    now: i64,
-) -> Plan<'a> {
-    let Some(row) = row else {
-        return Err(Step::Ack("missing", None));
-    };
-    let effect = &row.effect;
-    if effect.dispatch != "pending" {
-        return Err(Step::Ack(
-            "already_dispatched",
-            Some(effect.dispatch.clone()),
-        ));
-    }
-    if effect.awaiting_order_ref {
-        // sent, under the same id, once the order_ref is learned
-        return Err(Step::Ack("awaiting_order_ref", None));
-    }
-    let order_system = match order_system {
-        // no URL: the effect stays pending in the feed, for the order system to pull
-        Ok(None) => return Err(Step::Ack("pending_pull", None)),
-        Err(why) => return Err(Step::Ack("not_configured", Some(why.to_string()))),
-        Ok(Some(o)) => o,
-    };
-    if row.earlier_undelivered > 0 {
-        // a revocation waits until the fulfilment it revokes has been delivered; not a failure
-        // of this effect, so not a retry either: looked at again from a fresh message
-        let waited = unix_of_iso(&effect.created_at).map_or(0, |created| now - created);
-        return Err(Step::Wait(wait_for_earlier_delay(waited, scale).max(1)));
-    }
-    Ok((effect, order_system))
 }
 
 /// Re-enqueues pending effects whose message was lost or whose dispatcher died. Skipped

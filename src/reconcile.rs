@@ -326,6 +326,7 @@ async fn walk(
                         cause_kind: CauseKind::Reconciliation,
                         cause: "paid at the provider, no invoice.paid delivery on record",
                         delivery: None,
+                        pull: config::pull_mode(env),
                     },
                 )
                 .await?;

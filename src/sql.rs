@@ -1,6 +1,7 @@
 //! Runs the shared statements (`paymos_core::statements`, where every SQL text is defined
 //! once) on D1, and reads their rows into types. No SQL text lives here.
 
+use paymos_core::rows::flag;
 use paymos_core::statements::{self as st, Arg, Bound};
 use paymos_core::{Envelope, Outcome, State};
 use serde::de::DeserializeOwned;
@@ -52,6 +53,11 @@ async fn first_column<T: DeserializeOwned>(
 
 async fn all<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbResult<Vec<T>> {
     Ok(prepare(db, &b)?.all().await?.results()?)
+}
+
+/// Every row a statement returns, read into the core's row type `T`.
+pub async fn all_rows<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbResult<Vec<T>> {
+    all(db, b).await
 }
 
 async fn run(db: &D1Database, b: Bound<'_>) -> DbResult<()> {
@@ -106,25 +112,7 @@ pub fn insert_delivery_start(
         .into())
 }
 
-/// A delivery as the archive shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DeliveryRow {
-    pub event_id: String,
-    pub resource_id: String,
-    pub event_type: String,
-    pub received_at: String,
-    pub processed_at: Option<String>,
-    pub outcome: Option<String>,
-    pub attempts: i64,
-    pub last_error: Option<String>,
-    pub enqueued_at: Option<String>,
-    pub replays: i64,
-    /// Why it ended as it did when the outcome alone does not say (e.g. `livemode_mismatch`).
-    pub reason: Option<String>,
-    pub generation: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body: Option<String>,
-}
+pub use paymos_core::rows::DeliveryRow;
 
 pub async fn load_delivery(db: &D1Database, event_id: &str) -> DbResult<Option<DeliveryRow>> {
     first(db, st::LOAD_DELIVERY.bind(vec![Arg::text(event_id)])).await
@@ -183,14 +171,9 @@ pub async fn record_failure(db: &D1Database, event_id: &str, error: &str) -> DbR
     Ok(())
 }
 
-/// The dead-letter queue's verdict, for the generation the message was sent for. `true`
-/// when the row was marked.
-pub async fn mark_dead(db: &D1Database, event_id: &str, generation: Option<i64>) -> DbResult<bool> {
-    let row: Option<Present> = first(
-        db,
-        st::MARK_DEAD.bind(vec![Arg::text(event_id), Arg::opt_int(generation)]),
-    )
-    .await?;
+/// Runs a statement; whether it returned a row (`RETURNING`: whether it wrote).
+pub async fn returned_row(db: &D1Database, b: Bound<'_>) -> DbResult<bool> {
+    let row: Option<Present> = first(db, b).await?;
     Ok(row.is_some())
 }
 
@@ -243,32 +226,7 @@ pub struct ResourceRow {
     pub updated_at: String,
 }
 
-/// An effect and its place in the outbox (CONTRACT §5, §7).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EffectRow {
-    /// The feed's position (the row's sequence number), the cursor of `GET /admin/api/effects`.
-    #[serde(skip_serializing)]
-    pub seq: i64,
-    /// `eff_…`, stable on every attempt and redelivery.
-    pub id: String,
-    pub kind: String,
-    pub resource_id: String,
-    pub created_at: String,
-    pub license_code: Option<String>,
-    pub order_ref: Option<String>,
-    pub amount: Option<String>,
-    pub currency: Option<String>,
-    pub cause: String,
-    /// `pending`, `delivered` or `dead`.
-    pub dispatch: String,
-    pub attempts: i64,
-    pub next_attempt_at: Option<String>,
-    pub last_error: Option<String>,
-    pub delivered_at: Option<String>,
-    /// A fulfilment made before its order_ref was known: not sent until it is.
-    #[serde(deserialize_with = "flag")]
-    pub awaiting_order_ref: bool,
-}
+pub use paymos_core::rows::EffectRow;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HistoryRow {
@@ -375,74 +333,6 @@ pub fn mark_ignored_statement<'a>(event_id: &'a str, reason: &'a str) -> Bound<'
 
 // ---------------------------------------------------------------- the outbox
 
-/// An effect as the dispatcher loads it.
-#[derive(Debug, Deserialize)]
-pub struct DispatchRow {
-    #[serde(flatten)]
-    pub effect: EffectRow,
-    /// Earlier effects of the same resource not delivered yet, pending or dead (a revocation
-    /// waits until the fulfilment it revokes has been delivered).
-    pub earlier_undelivered: i64,
-}
-
-/// A dispatcher batch's effects, in one query (`effect_ids` need not be unique).
-pub async fn load_effects_for_dispatch(
-    db: &D1Database,
-    effect_ids: &[&str],
-) -> DbResult<Vec<DispatchRow>> {
-    all(
-        db,
-        st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(effect_ids)]),
-    )
-    .await
-}
-
-/// What the dispatcher writes after one effect's POST, for the batch's one D1 batch.
-pub enum DispatchOutcome<'a> {
-    Delivered,
-    /// a failed attempt; the queue brings the message back in this many seconds
-    Failed {
-        error: &'a str,
-        retry_in_seconds: u32,
-    },
-    /// the ladder is spent (at least 16 hours): dead, visible, redeliverable
-    Dead {
-        error: &'a str,
-    },
-    /// waiting for an earlier effect of its resource: looked at again in this many seconds
-    Deferred {
-        look_in_seconds: u32,
-    },
-}
-
-pub fn dispatch_outcome_statement<'a>(
-    effect_id: &'a str,
-    outcome: &DispatchOutcome<'a>,
-) -> Bound<'a> {
-    match *outcome {
-        DispatchOutcome::Delivered => st::MARK_EFFECT_DELIVERED.bind(vec![Arg::text(effect_id)]),
-        DispatchOutcome::Failed {
-            error,
-            retry_in_seconds,
-        } => st::RECORD_EFFECT_FAILURE.bind(vec![
-            Arg::text(effect_id),
-            Arg::text(error),
-            Arg::Text(std::borrow::Cow::Owned(format!(
-                "+{retry_in_seconds} seconds"
-            ))),
-        ]),
-        DispatchOutcome::Dead { error } => {
-            st::MARK_EFFECT_DEAD.bind(vec![Arg::text(effect_id), Arg::text(error), Arg::Int(1)])
-        }
-        DispatchOutcome::Deferred { look_in_seconds } => st::DEFER_EFFECT.bind(vec![
-            Arg::text(effect_id),
-            Arg::Text(std::borrow::Cow::Owned(format!(
-                "+{look_in_seconds} seconds"
-            ))),
-        ]),
-    }
-}
-
 /// Every outcome of a dispatcher batch in one D1 batch (one transaction). Each statement
 /// is guarded by `dispatch = 'pending'`, so an effect an operator changed meanwhile is left
 /// as the operator left it.
@@ -461,34 +351,37 @@ pub async fn record_dispatch_outcomes(
         .collect()
 }
 
-/// `true` when the effect was pending and is now dead.
-pub async fn mark_effect_dead(
-    db: &D1Database,
-    effect_id: &str,
-    error: Option<&str>,
-    attempted: bool,
-) -> DbResult<bool> {
-    let row: Option<Present> = first(
-        db,
-        st::MARK_EFFECT_DEAD.bind(vec![
-            Arg::text(effect_id),
-            Arg::opt(error),
-            Arg::Int(i64::from(attempted)),
-        ]),
-    )
-    .await?;
-    Ok(row.is_some())
+/// What an operator's redelivery came to.
+pub enum Redelivery {
+    /// Pending again, a fresh ladder; `true` when it awaits its order_ref (nothing to send yet).
+    Pending {
+        awaiting_order_ref: bool,
+    },
+    /// A cancelled fulfilment, or one whose invoice has a revocation: never sent again.
+    Refused,
+    Missing,
 }
 
-/// An operator's redelivery. `None`: no such effect; `Some(awaiting_order_ref)` otherwise.
-pub async fn redeliver_effect(db: &D1Database, effect_id: &str) -> DbResult<Option<bool>> {
+pub async fn redeliver_effect(db: &D1Database, effect_id: &str) -> DbResult<Redelivery> {
     #[derive(Deserialize)]
     struct Row {
         #[serde(deserialize_with = "flag")]
         awaiting_order_ref: bool,
     }
     let row: Option<Row> = first(db, st::REDELIVER_EFFECT.bind(vec![Arg::text(effect_id)])).await?;
-    Ok(row.map(|r| r.awaiting_order_ref))
+    if let Some(r) = row {
+        return Ok(Redelivery::Pending {
+            awaiting_order_ref: r.awaiting_order_ref,
+        });
+    }
+    // not redelivered: absent, or refused (LOAD_EFFECT says which)
+    let exists: Option<Present> =
+        first(db, st::LOAD_EFFECT.bind(vec![Arg::text(effect_id)])).await?;
+    Ok(if exists.is_some() {
+        Redelivery::Refused
+    } else {
+        Redelivery::Missing
+    })
 }
 
 /// Pending effects whose message was lost or whose dispatcher died, claimed for re-sending.
@@ -630,10 +523,6 @@ pub struct PaidOnRecord {
     /// than the sweeper waits, while the invoice is not paid here.
     pub stuck_event_id: Option<String>,
     pub stuck_outcome: Option<String>,
-}
-
-fn flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    Ok(f64::deserialize(d)? != 0.0)
 }
 
 /// One lookup for a page of the provider's paid invoices.

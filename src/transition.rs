@@ -20,6 +20,8 @@ pub struct Change<'a> {
     pub cause_kind: CauseKind,
     pub cause: &'a str,
     pub delivery: Option<&'a str>,
+    /// Pull mode (no `ORDER_SYSTEM_URL`): what the feed offers may have been pulled.
+    pub pull: bool,
 }
 
 pub fn random_bytes<const N: usize>() -> AppResult<[u8; N]> {
@@ -53,6 +55,7 @@ impl Prepared {
             token: &self.token,
             license_code: self.license.as_deref(),
             delivery: change.delivery,
+            pull: change.pull,
         }
     }
 }

@@ -241,7 +241,7 @@ test("a delivery whose processing fails every time: retried, dead-lettered, mark
   assert.equal(replay.json.enqueued, true);
   const dead = await processed(env.event_id, 60000);
   assert.equal(dead.outcome, "dead");
-  assert.equal(dead.attempts, 6, "the first try and max_retries = 5 retries");
+  assert.equal(dead.attempts, 11, "the first try and max_retries = 10 retries, each failure recorded");
   assert.match(dead.last_error, /stored body does not parse/);
   const listed = await admin(w.url, "GET", `/deliveries?status=dead&resource_id=${inv}`);
   assert.deepEqual(
@@ -249,7 +249,7 @@ test("a delivery whose processing fails every time: retried, dead-lettered, mark
     [[env.event_id, "dead"]],
   );
   // retries grew: each retry line names its delay (base 0 in tests, so all 0 here; the ladder itself is unit-tested)
-  assert.equal(w.logs.filter((l) => l.stage === "consume" && l.event_id === env.event_id && l.outcome === "retry").length, 6);
+  assert.equal(w.logs.filter((l) => l.stage === "consume" && l.event_id === env.event_id && l.outcome === "retry").length, 11);
   assert.equal((await effects(inv, "fulfilment")).length, 0);
 
   // fixed (the body restored), then replayed by an operator

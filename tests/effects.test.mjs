@@ -167,14 +167,13 @@ test("never back: dead after the ladder, visible in the feed, then redelivered b
   }
 });
 
-test("a refund after a fulfilment: one revocation, delivered after the fulfilment's", async () => {
+test("a refund after a delivered fulfilment: one revocation, after it; the fulfilment can no longer be redelivered", async () => {
   const w = await startWorker({ vars: VARS() });
   try {
     const inv = randomId("inv_");
-    os.state.failNext = 2; // the fulfilment's first attempts fail: the revocation must wait for it
     const paid = envelope("invoice.paid", inv);
     await deliver(w.url, paid);
-    await w.processed(paid.event_id);
+    await eventually("the fulfilment delivered", async () => (await effectRows(w, inv))[0]?.dispatch === "delivered");
     const refund = envelope("invoice.refunded", inv);
     await deliver(w.url, refund);
     await eventually("both shipped", () => shippedFor(inv).length === 2, 60000);
@@ -182,16 +181,20 @@ test("a refund after a fulfilment: one revocation, delivered after the fulfilmen
     assert.equal(first.body.kind, "fulfilment");
     assert.equal(second.body.kind, "revocation");
     assert.equal(second.body.cause, refund.event_id);
+    const fulfilment = (await effectRows(w, inv)).find((e) => e.kind === "fulfilment");
+    assert.equal(fulfilment.dispatch, "delivered", "delivered stays delivered: nothing to cancel");
+    // a redelivery would ship goods for money returned (CONTRACT §5)
+    const again = await admin(w.url, "POST", `/effects/${fulfilment.effect_id}/redeliver`);
+    assert.equal(again.status, 409);
+    assert.equal(again.json.error, "cancelled");
+    const revocation = (await effectRows(w, inv)).find((e) => e.kind === "revocation");
+    assert.equal((await admin(w.url, "POST", `/effects/${revocation.effect_id}/redeliver`)).status, 202, "the revocation itself may be sent again");
   } finally {
-    os.state.failNext = 0;
     await w.close();
   }
 });
 
-test("a revocation waits for a dead fulfilment past the queue's retries, never dead itself, and follows it once an operator redelivers it", async () => {
-  // Two findings of the simulator (crates/paymos-sim, seeds 249 and 526): waiting used to spend
-  // the effects queue's max_retries (20), so a waiting revocation went dead and its fulfilment
-  // was delivered after it; and a dead fulfilment no longer held its revocation back.
+test("paid while the order system refuses, then refunded, then it recovers: the fulfilment is cancelled and revoked, never sent after the refund", async () => {
   const w = await startWorker({ vars: VARS() });
   try {
     const inv = randomId("inv_");
@@ -199,28 +202,77 @@ test("a revocation waits for a dead fulfilment past the queue's retries, never d
     const paid = envelope("invoice.paid", inv);
     await deliver(w.url, paid);
     await w.processed(paid.event_id);
+    // at least one attempt made (and refused): the order system may hold it, as far as we know
+    await eventually("an attempt", async () => (await effectRows(w, inv))[0]?.attempts >= 2, 30000);
     const refund = envelope("invoice.refunded", inv);
     await deliver(w.url, refund);
-    await w.processed(refund.event_id);
-    await eventually("the fulfilment to go dead", async () => (await effectRows(w, inv)).find((e) => e.kind === "fulfilment" && e.dispatch === "dead"), 90000, 250);
-    const revocation = (await effectRows(w, inv)).find((e) => e.kind === "revocation");
-    const looks = () => w.logs.filter((l) => l.stage === "dispatch" && l.event_id === revocation.effect_id && l.outcome === "waiting_for_earlier").length;
-    // with the ladder compressed, a look a second: more looks than the queue's 20 retries
-    await eventually("more than 20 looks at the waiting revocation", () => looks() > 21, 60000, 250);
-    const now = (await effectRows(w, inv)).find((e) => e.kind === "revocation");
-    assert.equal(now.dispatch, "pending", "waiting is not failing: never dead");
-    assert.equal(now.attempts, 0, "no attempt was made");
-    assert.ok(!os.state.received.some((r) => r.body?.resource_id === inv && r.body.kind === "revocation"), "not sent while its fulfilment is not delivered");
+    const refunded = await w.processed(refund.event_id);
+    assert.equal(refunded.outcome, "applied");
+    const rows = await effectRows(w, inv);
+    const fulfilment = rows.find((e) => e.kind === "fulfilment");
+    assert.equal(fulfilment.dispatch, "cancelled", "cancelled in the refund's own transaction");
+    assert.ok(rows.some((e) => e.kind === "revocation"), "revoked: an attempt may have reached the order system");
+    const refundedAt = Date.now();
     os.state.failNext = 0;
-    const dead = (await effectRows(w, inv)).find((e) => e.kind === "fulfilment");
-    assert.equal((await admin(w.url, "POST", `/effects/${dead.effect_id}/redeliver`)).status, 202);
-    await eventually("both shipped", () => shippedFor(inv).length === 2, 60000);
-    const [first, second] = shippedFor(inv).sort((a, b) => a.at - b.at);
-    assert.equal(first.body.kind, "fulfilment");
-    assert.equal(second.body.kind, "revocation");
-    assert.equal(second.id, revocation.effect_id);
+    await eventually("the revocation shipped", () => shippedFor(inv).some((e) => e.body.kind === "revocation"), 60000);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.deepEqual(shippedFor(inv).map((e) => e.body.kind), ["revocation"], "the fulfilment was never accepted, the revocation was");
+    // no attempt at the fulfilment started after the refund committed (an attempt in flight
+    // at that moment ends within the 500 ms timeout)
+    const late = os.state.received.filter((e) => e.body?.resource_id === inv && e.body.kind === "fulfilment" && e.at > refundedAt + 1000);
+    assert.deepEqual(late, []);
+    assert.equal((await effectRows(w, inv)).find((e) => e.kind === "fulfilment").dispatch, "cancelled");
+    const redeliver = await admin(w.url, "POST", `/effects/${fulfilment.effect_id}/redeliver`);
+    assert.equal(redeliver.status, 409);
+    assert.equal(redeliver.json.error, "cancelled");
+    const feed = await admin(w.url, "GET", "/effects?dispatch=cancelled&limit=1000");
+    assert.ok(feed.json.data.some((e) => e.id === fulfilment.effect_id), "the feed lists it as cancelled");
   } finally {
     os.state.failNext = 0;
+    await w.close();
+  }
+});
+
+test("created, refunded, then paid: the refund overtook its payment, nothing is fulfilled or sent", async () => {
+  const w = await startWorker({ vars: VARS() });
+  try {
+    const inv = randomId("inv_");
+    for (const type of ["invoice.created", "invoice.refunded", "invoice.paid"]) {
+      const e = envelope(type, inv, { data: { order_ref: "order_overtaken" } });
+      await deliver(w.url, e);
+      const done = await w.processed(e.event_id);
+      assert.equal(done.outcome, type === "invoice.paid" ? "stale" : "applied", type);
+    }
+    const r = (await admin(w.url, "GET", `/resources/${inv}`)).json;
+    assert.equal(r.status, "refunded");
+    assert.deepEqual(r.effects, [], "no fulfilment for money that went back");
+    await new Promise((res) => setTimeout(res, 1500));
+    assert.equal(os.state.received.filter((e) => e.body?.resource_id === inv).length, 0, "the order system is sent nothing");
+  } finally {
+    await w.close();
+  }
+});
+
+test("marked paid by hand without order_ref, then refunded: the waiting fulfilment is cancelled, nothing is sent", async () => {
+  const w = await startWorker({ vars: VARS() });
+  try {
+    const inv = randomId("inv_");
+    await admin(w.url, "POST", `/resources/${inv}/transition`, { to: "paid", reason: "paid, proof by email" });
+    const [waiting] = (await admin(w.url, "GET", `/resources/${inv}`)).json.effects;
+    assert.equal(waiting.awaiting_order_ref, true);
+    const refund = envelope("invoice.refunded", inv);
+    await deliver(w.url, refund);
+    assert.equal((await w.processed(refund.event_id)).outcome, "applied");
+    // the real invoice.paid arrives with its order_ref: stale, and the cancelled fulfilment
+    // is not released by it
+    const late = envelope("invoice.paid", inv, { data: { order_ref: "order_late_9" } });
+    await deliver(w.url, late);
+    assert.equal((await w.processed(late.event_id)).outcome, "stale");
+    const r = (await admin(w.url, "GET", `/resources/${inv}`)).json;
+    assert.deepEqual(r.effects.map((e) => [e.kind, e.dispatch]), [["fulfilment", "cancelled"]], "cancelled, and no revocation: it never left");
+    await new Promise((res) => setTimeout(res, 1500));
+    assert.equal(os.state.received.filter((e) => e.body?.resource_id === inv).length, 0);
+  } finally {
     await w.close();
   }
 });

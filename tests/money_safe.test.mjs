@@ -188,10 +188,11 @@ test("the MAC covers t as sent: t=0<seconds> signed over \"0<seconds>.\" verifie
 // ---------------------------------------------------------------- 4. dead letter against replay
 
 /** Inserts a delivery row as if it had been received and its message were still in flight. */
-async function insertUnprocessed(db, env) {
+/** An unprocessed delivery; `failures` failed attempts recorded on it (a poison message has some). */
+async function insertUnprocessed(db, env, failures = 0) {
   await db
-    .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, enqueued_at) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))")
-    .bind(env.event_id, env.data.id, env.type, JSON.stringify(env))
+    .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, enqueued_at, attempts, last_error) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?, ?)")
+    .bind(env.event_id, env.data.id, env.type, JSON.stringify(env), failures, failures ? "internal_error: it keeps failing" : null)
     .run();
 }
 
@@ -226,11 +227,18 @@ test("dead-letter message arriving after an operator's replay does not bury the 
     const consumed = slow.logs.filter((l) => l.stage === "consume" && l.event_id === env.event_id).map((l) => l.outcome);
     assert.deepEqual(consumed, ["applied"], "the replay was processed, not acknowledged as already_processed");
 
-    // the dead-letter message of the current generation still marks it dead (when unprocessed)
+    // the dead-letter message of the current generation still marks it dead (when unprocessed
+    // and its failures were recorded: a poison message)
     const env2 = envelope("invoice.paid", randomId("inv_"));
-    await insertUnprocessed(slow.db, env2);
+    await insertUnprocessed(slow.db, env2, 3);
     await (await slow.mf.getQueueProducer("TEST_DLQ")).send({ event_id: env2.event_id, generation: 0 });
     assert.equal((await slow.processed(env2.event_id)).outcome, "dead");
+    // one whose retries were spent with nothing recorded (D1 was down) is handed back instead
+    const env3 = envelope("invoice.paid", randomId("inv_"));
+    await insertUnprocessed(slow.db, env3, 0);
+    await (await slow.mf.getQueueProducer("TEST_DLQ")).send({ event_id: env3.event_id, generation: 0 });
+    assert.equal((await slow.processed(env3.event_id)).outcome, "applied");
+    assert.ok(slow.logs.some((l) => l.stage === "dead_letter" && l.event_id === env3.event_id && l.outcome === "handed_back"));
   } finally {
     await slow.close();
   }
@@ -244,7 +252,8 @@ test("copies racing the dead-letter consumer: a delivery never says dead of a tr
   const deliveries = await w.mf.getQueueProducer("TEST_DELIVERIES");
   const dlq = await w.mf.getQueueProducer("TEST_DLQ");
   const envs = Array.from({ length: 40 }, () => envelope("invoice.paid", randomId("inv_")));
-  for (const env of envs) await insertUnprocessed(w.db, env);
+  // failing deliveries (their failures recorded), so that the dead-letter consumer may mark them
+  for (const env of envs) await insertUnprocessed(w.db, env, 3);
   await Promise.all(envs.flatMap((env) => [deliveries.send({ event_id: env.event_id, generation: 0 }), dlq.send({ event_id: env.event_id, generation: 0 })]));
   for (const env of envs) {
     const done = await w.processed(env.event_id, 30000);

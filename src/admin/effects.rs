@@ -27,9 +27,18 @@ pub async fn list(env: &Env, q: &EffectQuery) -> AppResult<Response> {
 /// Sends the effect to the order system again, under the same id.
 pub async fn redeliver(env: &Env, id: &str) -> AppResult<Response> {
     let db = sql::database(env)?;
-    let awaiting = sql::redeliver_effect(&db, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
+    let awaiting =
+        match sql::redeliver_effect(&db, id).await? {
+            sql::Redelivery::Pending { awaiting_order_ref } => awaiting_order_ref,
+            sql::Redelivery::Missing => return Err(AppError::NotFound),
+            // its refund was recorded: sending it again would ship goods for money returned
+            sql::Redelivery::Refused => return Err(AppError::Conflict(
+                "cancelled",
+                "the effect is cancelled, or a fulfilment whose invoice has a revocation: it is \
+                 never sent again"
+                    .into(),
+            )),
+        };
     let enqueued = if awaiting {
         // nothing to send until its order_ref is known; it goes out when that is learned
         false

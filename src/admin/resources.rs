@@ -39,6 +39,7 @@ pub async fn transition(env: &Env, t: &Transition) -> AppResult<Response> {
             cause_kind: CauseKind::Manual,
             cause: &t.reason,
             delivery: None,
+            pull: crate::config::pull_mode(env),
         },
     )
     .await?;

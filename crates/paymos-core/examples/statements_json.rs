@@ -73,6 +73,7 @@ fn main() {
                 token: slot("token"),
                 license_code: Some(slot("license_code")),
                 delivery: Some(slot("event_id")),
+                pull: false,
             };
             let batch: Vec<Value> = transition_batch(&request)
                 .iter()

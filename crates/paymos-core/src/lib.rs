@@ -2,6 +2,7 @@
 //! machines, license codes and the sender's retry ladder. No I/O, no RNG, no
 //! `worker` dependency, so everything here is testable natively.
 
+pub mod actors;
 pub mod admin;
 pub mod alerts;
 pub mod envelope;
@@ -10,6 +11,7 @@ pub mod ladder;
 pub mod license;
 pub mod machine;
 pub mod outbound;
+pub mod rows;
 pub mod setting;
 pub mod signature;
 pub mod standard_webhooks;
@@ -22,7 +24,7 @@ pub use ladder::{offset_of_attempt, ATTEMPT_OFFSETS_SECONDS, ATTEMPT_TIMEOUT_SEC
 pub use license::license_code;
 pub use machine::{
     decide, decide_event, effect_on_entry, guard, plan, state_of, states, target_state, CauseKind,
-    Decision, EffectKind, EffectPlan, Guard, Outcome, State, TransitionPlan,
+    Decision, EffectKind, EffectPlan, Existing, Guard, Outcome, State, TransitionPlan,
 };
 pub use signature::{
     sign, sign_text, signature_header, verify, Secret, SecretSet, SignatureError, SignatureHeader,

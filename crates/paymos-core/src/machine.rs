@@ -214,6 +214,18 @@ const DEPOSIT_STATES: &[State] = &[Pending, Confirmed, Failed];
 /// Payable again after expiry/failure: a late payment still counts.
 const INVOICE_PAYABLE_FROM: &[State] = &[Created, Confirming, PartiallyPaid, Expired, Failed];
 const INVOICE_OPEN: &[State] = &[Created, Confirming, PartiallyPaid];
+/// A refund can only follow a payment: a `refunded` that overtakes its `paid` means the money
+/// has already gone back, so it is entered from every state but itself, and the `paid` that
+/// arrives after it is stale (CONTRACT §3, amended).
+const INVOICE_REFUNDABLE_FROM: &[State] = &[
+    Created,
+    Confirming,
+    PartiallyPaid,
+    Paid,
+    Overpaid,
+    Expired,
+    Failed,
+];
 
 /// (state entered, guard), per kind.
 const INVOICE_GUARDS: &[(State, Guard)] = &[
@@ -224,7 +236,7 @@ const INVOICE_GUARDS: &[(State, Guard)] = &[
     (Overpaid, g(INVOICE_PAYABLE_FROM)),
     (Expired, g(INVOICE_OPEN)),
     (Failed, g(INVOICE_OPEN)),
-    (Refunded, g(&[Paid, Overpaid])),
+    (Refunded, g(INVOICE_REFUNDABLE_FROM)),
 ];
 const WITHDRAWAL_GUARDS: &[(State, Guard)] = &[
     (Created, g(&[])),
@@ -326,12 +338,24 @@ pub fn effect_on_entry(kind: ResourceKind, from: Option<State>, to: State) -> Op
     }
 }
 
-/// Another effect that must already exist for `effect` to be recorded: a revocation revokes
-/// a fulfilment, and there is nothing to revoke without one (e.g. an invoice marked paid
-/// before fulfilments existed, or refunded on first sight).
+/// Another effect that must already exist, and may have reached the order system (it was
+/// delivered, or at least one attempt to send it was made: a timeout or a lost reply cannot
+/// tell), for `effect` to be recorded: a revocation revokes a fulfilment the order system may
+/// hold; one it can never have received is cancelled instead ([`effect_cancels`]).
 pub fn effect_requires(effect: EffectKind) -> Option<EffectKind> {
     match effect {
         EffectKind::Revocation => Some(EffectKind::Fulfilment),
+        _ => None,
+    }
+}
+
+/// The effect of the resource that entering `to` cancels while it is not yet delivered:
+/// entering `refunded` cancels the invoice's fulfilment, so that it is never sent again
+/// (CONTRACT §3). Cancelling and revoking are independent: a fulfilment attempted but not
+/// delivered is both cancelled and revoked.
+pub fn effect_cancels(kind: ResourceKind, to: State) -> Option<EffectKind> {
+    match (kind, to) {
+        (ResourceKind::Invoice, Refunded) => Some(EffectKind::Fulfilment),
         _ => None,
     }
 }
@@ -345,7 +369,8 @@ pub struct EffectPlan {
     pub from: Vec<State>,
     /// Whether entering from no row (a first-seen resource) triggers it.
     pub from_unknown: bool,
-    /// An effect that must already exist (a revocation needs a fulfilment).
+    /// An effect that must already exist and may have reached the order system (a
+    /// revocation needs a fulfilment that was delivered or attempted).
     pub requires: Option<EffectKind>,
 }
 
@@ -358,6 +383,19 @@ pub struct TransitionPlan {
     pub to: State,
     pub guard: Guard,
     pub effect: Option<EffectPlan>,
+    /// The effect this transition cancels if it is not yet delivered ([`effect_cancels`]).
+    pub cancels: Option<EffectKind>,
+}
+
+/// What the plan needs to know of an effect the resource already has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Existing {
+    pub kind: EffectKind,
+    /// Delivered, or at least one attempt to send it was made, or (pull mode) offered in the
+    /// feed: the order system may hold it.
+    pub may_have_reached: bool,
+    /// Delivered or cancelled already: nothing left to cancel.
+    pub settled: bool,
 }
 
 /// The plan for entering `to`; `None` if `to` is not a state of `kind`.
@@ -384,27 +422,35 @@ pub fn plan(kind: ResourceKind, to: State) -> Option<TransitionPlan> {
         to,
         guard,
         effect,
+        cancels: effect_cancels(kind, to),
     })
 }
 
 impl TransitionPlan {
-    /// What the plan does from `current`, given which effects already exist: the decision
+    /// What the plan does from `current`, given the effects that already exist: the decision
     /// the SQL batch reaches, computed without SQL (the simulator's oracle).
-    pub fn decide(&self, current: Option<State>, existing: &[EffectKind]) -> Decision {
+    pub fn decide(&self, current: Option<State>, existing: &[Existing]) -> Decision {
         if !self.guard.allows(current) {
             return Decision::Stale;
         }
+        let has = |kind: EffectKind| existing.iter().any(|x| x.kind == kind);
         let effect = self.effect.as_ref().and_then(|e| {
             let triggered = match current {
                 None => e.from_unknown,
                 Some(s) => e.from.contains(&s),
             };
-            let satisfied = e.requires.is_none_or(|r| existing.contains(&r));
-            (triggered && satisfied && !existing.contains(&e.kind)).then_some(e.kind)
+            let satisfied = e
+                .requires
+                .is_none_or(|r| existing.iter().any(|x| x.kind == r && x.may_have_reached));
+            (triggered && satisfied && !has(e.kind)).then_some(e.kind)
         });
+        let cancels = self
+            .cancels
+            .filter(|c| existing.iter().any(|x| x.kind == *c && !x.settled));
         Decision::Apply {
             to: self.to,
             effect,
+            cancels,
         }
     }
 }
@@ -415,6 +461,8 @@ pub enum Decision {
     Apply {
         to: State,
         effect: Option<EffectKind>,
+        /// An undelivered effect this transition cancels (a refund's fulfilment).
+        cancels: Option<EffectKind>,
     },
     /// Refused by the guard: record, change nothing.
     Stale,
@@ -444,6 +492,7 @@ pub fn decide(kind: ResourceKind, current: Option<State>, to: State) -> Decision
         Decision::Apply {
             to,
             effect: effect_on_entry(kind, current, to),
+            cancels: None,
         }
     } else {
         Decision::Stale
@@ -471,13 +520,13 @@ mod tests {
     const INVOICE_GRID: &[(&str, &str)] = &[
         //                    cre conf part paid over exp fail ref
         ("-",               "A   A    A    F    F    A   A    A"),
-        ("created",         ".   A    A    F    F    A   A    ."),
-        ("confirming",      ".   .    A    F    F    A   A    ."),
-        ("partially_paid",  ".   A    .    F    F    A   A    ."),
+        ("created",         ".   A    A    F    F    A   A    A"),
+        ("confirming",      ".   .    A    F    F    A   A    A"),
+        ("partially_paid",  ".   A    .    F    F    A   A    A"),
         ("paid",            ".   .    .    .    .    .   .    R"),
         ("overpaid",        ".   .    .    .    .    .   .    R"),
-        ("expired",         ".   .    .    F    F    .   .    ."),
-        ("failed",          ".   .    .    F    F    .   .    ."),
+        ("expired",         ".   .    .    F    F    .   .    A"),
+        ("failed",          ".   .    .    F    F    .   .    A"),
         ("refunded",        ".   .    .    .    .    .   .    ."),
     ];
     const INVOICE_EVENTS: &[&str] = &[
@@ -525,7 +574,11 @@ mod tests {
             "C" => Some(EffectKind::Credit),
             other => panic!("bad cell {other}"),
         };
-        Decision::Apply { to, effect }
+        Decision::Apply {
+            to,
+            effect,
+            cancels: None,
+        }
     }
 
     /// Checks every (row × event) cell, and that the grid covers every state.
@@ -553,15 +606,27 @@ mod tests {
                 assert_eq!(decide_event(current, event), want, "{row} × {event}");
                 assert_eq!(decide(kind, current, to), want, "{row} × {to}");
                 // The plan the SQL batch runs reaches the same decision (a revocation needs
-                // the fulfilment it revokes to exist).
-                let existing: &[EffectKind] = if *cell == "R" {
-                    &[EffectKind::Fulfilment]
+                // the fulfilment it revokes to exist and to have maybe reached the order
+                // system; the refund also cancels it, not being delivered).
+                let (existing, want_plan): (&[Existing], Decision) = if *cell == "R" {
+                    (
+                        &[Existing {
+                            kind: EffectKind::Fulfilment,
+                            may_have_reached: true,
+                            settled: false,
+                        }],
+                        Decision::Apply {
+                            to,
+                            effect: Some(EffectKind::Revocation),
+                            cancels: Some(EffectKind::Fulfilment),
+                        },
+                    )
                 } else {
-                    &[]
+                    (&[], want)
                 };
                 assert_eq!(
                     plan(kind, to).unwrap().decide(current, existing),
-                    want,
+                    want_plan,
                     "plan: {row} × {to}"
                 );
                 // The guard table agrees with the decision.
@@ -718,6 +783,55 @@ mod tests {
     }
 
     #[test]
+    fn a_refund_cancels_what_is_undelivered_and_revokes_what_may_have_arrived() {
+        use EffectKind::*;
+        let refund = plan(Invoice, Refunded).unwrap();
+        let fulfilment = |may_have_reached, settled| Existing {
+            kind: Fulfilment,
+            may_have_reached,
+            settled,
+        };
+        let apply = |effect, cancels| Decision::Apply {
+            to: Refunded,
+            effect,
+            cancels,
+        };
+        // never attempted (or awaiting its order_ref): cancelled, nothing to revoke
+        assert_eq!(
+            refund.decide(Some(Paid), &[fulfilment(false, false)]),
+            apply(None, Some(Fulfilment))
+        );
+        // attempted, not delivered (a timeout, a lost reply): cancelled and revoked
+        assert_eq!(
+            refund.decide(Some(Overpaid), &[fulfilment(true, false)]),
+            apply(Some(Revocation), Some(Fulfilment))
+        );
+        // delivered: revoked, nothing left to cancel
+        assert_eq!(
+            refund.decide(Some(Paid), &[fulfilment(true, true)]),
+            apply(Some(Revocation), None)
+        );
+        // a refund that overtakes its payment: no fulfilment, none made, and the paid after
+        // it is stale
+        assert_eq!(refund.decide(Some(Confirming), &[]), apply(None, None));
+        assert_eq!(refund.decide(None, &[]), apply(None, None));
+        assert_eq!(
+            plan(Invoice, Paid).unwrap().decide(Some(Refunded), &[]),
+            Decision::Stale
+        );
+        assert_eq!(
+            plan(Invoice, Overpaid).unwrap().decide(Some(Refunded), &[]),
+            Decision::Stale
+        );
+        // entering refunded never creates a fulfilment, whatever the state before
+        for from in std::iter::once(None).chain(states(Invoice).iter().copied().map(Some)) {
+            assert_ne!(effect_on_entry(Invoice, from, Refunded), Some(Fulfilment));
+        }
+        assert_eq!(plan(Invoice, Paid).unwrap().cancels, None);
+        assert_eq!(plan(Withdrawal, Failed).unwrap().cancels, None);
+    }
+
+    #[test]
     fn fan_out_duplicate_is_stale() {
         // Two endpoints deliver invoice.paid under different evt_ ids.
         let first = decide_event(Some(Created), "invoice.paid");
@@ -725,7 +839,8 @@ mod tests {
             first,
             Decision::Apply {
                 to: Paid,
-                effect: Some(EffectKind::Fulfilment)
+                effect: Some(EffectKind::Fulfilment),
+                cancels: None,
             }
         );
         assert_eq!(decide_event(Some(Paid), "invoice.paid"), Decision::Stale);
@@ -761,7 +876,8 @@ mod tests {
         assert_eq!(
             Decision::Apply {
                 to: Paid,
-                effect: None
+                effect: None,
+                cancels: None,
             }
             .outcome(),
             Outcome::Applied

@@ -44,12 +44,39 @@ impl Rows {
         }
     }
 
+    /// Every row as the core's row type, read as the Worker reads D1's (through serde).
+    pub fn to<T: serde::de::DeserializeOwned>(&self) -> Result<Vec<T>, String> {
+        (0..self.rows.len())
+            .map(|r| {
+                let object: serde_json::Map<String, serde_json::Value> = self
+                    .columns
+                    .iter()
+                    .zip(&self.rows[r])
+                    .map(|(c, v)| (c.clone(), json(v)))
+                    .collect();
+                serde_json::from_value(serde_json::Value::Object(object))
+                    .map_err(|e| format!("row {r} of {:?}: {e}", self.columns))
+            })
+            .collect()
+    }
+
     pub fn int(&self, row: usize, name: &str) -> Option<i64> {
         match self.value(row, name) {
             Value::Integer(i) => Some(*i),
             Value::Null => None,
             other => panic!("{name}: not an integer: {other:?}"),
         }
+    }
+}
+
+/// A SQLite value as JSON (what D1 hands the Worker).
+fn json(v: &Value) -> serde_json::Value {
+    match v {
+        Value::Null => serde_json::Value::Null,
+        Value::Integer(i) => serde_json::Value::from(*i),
+        Value::Real(f) => serde_json::Value::from(*f),
+        Value::Text(s) => serde_json::Value::from(s.as_str()),
+        Value::Blob(b) => serde_json::Value::from(b.clone()),
     }
 }
 

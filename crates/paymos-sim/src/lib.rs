@@ -39,10 +39,12 @@ pub struct Mutations {
     /// Rewrites a transition's batch (given the delivery it is for, if any): to try a
     /// proposed fix of the shared statements before it is made.
     pub batch: Option<BatchEdit>,
-    /// What the dead-letter consumer binds as MARK_DEAD's generation, given the message's.
-    pub dead_letter_generation: Option<fn(Option<i64>) -> Option<i64>>,
-    /// What the effects dispatcher reads as `earlier_undelivered` (the loaded value given).
-    pub earlier_undelivered: Option<fn(i64) -> i64>,
+    /// The deliveries' dead-letter consumer's own (`paymos_core::actors::dead_letter`).
+    pub dead_letter: paymos_core::actors::dead_letter::Mutation,
+    /// The effects dispatcher's own (`paymos_core::actors::dispatch`).
+    pub dispatch: paymos_core::actors::dispatch::Mutation,
+    /// The deliveries queue's `max_retries`, if not wrangler.toml's.
+    pub deliveries_max_retries: Option<u32>,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -71,6 +73,8 @@ pub struct Stats {
     pub swept: usize,
     pub crashes: usize,
     pub refund_overtaken: usize,
+    /// Dead letters handed back to the consumer (their failures were not recorded).
+    pub handed_back: usize,
     pub sim_seconds: i64,
     /// The effects outbox's dispatcher and the order system.
     pub effects: EffectStats,
@@ -95,6 +99,7 @@ impl Stats {
         self.swept += o.swept;
         self.crashes += o.crashes;
         self.refund_overtaken += o.refund_overtaken;
+        self.handed_back += o.handed_back;
         self.sim_seconds += o.sim_seconds;
         self.effects.add(&o.effects);
     }

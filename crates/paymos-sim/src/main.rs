@@ -96,7 +96,8 @@ fn main() -> ExitCode {
         "{} seeds ({}..{}) on {threads} thread(s) in {secs:.1} s ({:.0} seeds/s): {} steps, \
          {} deliveries, {} requests, {} messages, {} applied, {} stale, {} dead-lettered, \
          {} marked dead, {} dead letters after a replay, {} replays, {} manual, {} reconciled, \
-         {} crashes, {} simulated hours; {} refunds overtaken by their payment (contract-permitted)",
+         {} crashes, {} simulated hours; {} refunds overtaken by their payment (refunded, nothing \
+         shipped), {} dead letters handed back (their failures not recorded)",
         summary.seeds,
         from,
         from + summary.seeds,
@@ -115,32 +116,33 @@ fn main() -> ExitCode {
         s.reconciled,
         s.crashes,
         s.sim_seconds / 3600,
-        s.refund_overtaken
+        s.refund_overtaken,
+        s.handed_back
     );
     let e = &s.effects;
     out!(
         "effects: {} effects, {} queue messages, {} POSTs, {} received, {} delivered, \
-         {} waits for an earlier effect, {} dispatcher D1 failures, {} claimed by the sweeper, \
-         {} redelivered, {} dead by the ladder, {} dead by the dead-letter queue ({} revocations \
-         killed while waiting for their fulfilment), {} revocations sent after their fulfilment went dead \
-         unreceived, {} fulfilments delivered whose revocation is dead, {} fulfilments awaiting their \
-         order_ref at the end, {} effects held back at the end behind a dead or order_ref-less earlier one",
+         {} waits for an earlier effect, {} starts that returned nothing, {} dispatcher D1 \
+         failures, {} claimed by the sweeper, {} redelivered, {} dead by the ladder, {} dead \
+         letters handed back, {} fulfilments cancelled by their refund ({} of them also revoked: \
+         attempted), {} fulfilments taken whose revocation is dead by its ladder, {} \
+         fulfilments awaiting their order_ref at the end",
         e.effects,
         e.effect_messages,
         e.posts,
         e.received,
         e.delivered,
         e.waited_for_earlier,
+        e.not_started,
         e.dispatch_d1_failures,
         e.claimed,
         e.redelivered,
         e.dead_by_ladder,
-        e.dead_by_dlq,
-        e.revocations_dead_waiting,
-        e.revocations_after_dead_fulfilment,
+        e.handed_back,
+        e.cancelled,
+        e.cancelled_and_revoked,
         e.fulfilled_revocation_dead,
-        e.awaiting_order_ref_at_end,
-        e.parked_at_end
+        e.awaiting_order_ref_at_end
     );
     if summary.failures.is_empty() {
         out!("ok: no invariant violated");

@@ -3,12 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use paymos_core::actors::dead_letter;
 use paymos_core::ladder::{consumer_retry_delay, ATTEMPT_OFFSETS_SECONDS};
 use paymos_core::machine::{decide, state_of, Decision};
+use paymos_core::rows::DeliveryRow;
 use paymos_core::statements::{self as st, Arg, Bound, TransitionRequest};
 use paymos_core::{
-    license_code, parse_envelope, plan, CauseKind, EffectKind, Outcome, ResourceKind, State,
-    TransitionPlan,
+    license_code, parse_envelope, plan, CauseKind, EffectKind, Existing, Outcome, ResourceKind,
+    State, TransitionPlan,
 };
 
 use crate::clock;
@@ -19,8 +21,8 @@ use crate::{Options, Report, Stats};
 
 pub mod dispatch;
 
-/// wrangler.toml: `max_retries = 5` on the deliveries queue.
-pub const MAX_RETRIES: u32 = 5;
+/// wrangler.toml: `max_retries = 10` on the deliveries queue (66 minutes of retries).
+pub const MAX_RETRIES: u32 = 10;
 /// The dead-letter queue's consumer has no `max_retries` of its own: the platform's default.
 pub const DLQ_MAX_RETRIES: u32 = 3;
 /// `QUEUE_RETRY_BASE_SECONDS`.
@@ -65,17 +67,20 @@ impl Knobs {
         let outages = (0..n_outages)
             .map(|_| {
                 let s = start + rng.below(900_000) as i64;
-                let len = match rng.below(3) {
+                // up to the hour the contract names, and now and then longer
+                let len = match rng.below(4) {
                     0 => rng.range(5_000, 60_000),
                     1 => rng.range(60_000, 600_000),
-                    _ => rng.range(600_000, 1_800_000),
+                    2 => rng.range(600_000, 3_600_000),
+                    _ => rng.range(3_600_000, 10_800_000),
                 } as i64;
                 (s, s + len)
             })
             .collect();
         let misconfigured = rng.chance(0.3).then(|| {
             let s = start + rng.below(900_000) as i64;
-            (s, s + rng.range(300_000, 1_800_000) as i64)
+            // long enough, at times, for the queue's 66 minutes of retries to run out
+            (s, s + rng.range(300_000, 7_200_000) as i64)
         });
         Knobs {
             misconfigured,
@@ -243,6 +248,8 @@ struct DModel {
     pending_replay: Option<i64>,
     /// The generation of each committed transaction whose guarded write won for it.
     applied_gens: Vec<i64>,
+    /// Failed consumer attempts per generation that happened while D1 was not in an outage.
+    failed_outside_outage: BTreeMap<i64, usize>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -252,6 +259,9 @@ struct RModel {
     order_ref: Option<String>,
     fulfilment_license: Option<String>,
     touched_by_operator: bool,
+    /// Whether the refund's transaction found a fulfilment that may have reached the order
+    /// system (delivered or attempted): then, and only then, it records a revocation.
+    refund_revokes: Option<bool>,
 }
 
 /// Why a delivery row may have changed in this step.
@@ -285,7 +295,7 @@ struct Prepared {
 /// The state the checker reads just before a transaction (nothing runs in between).
 struct Pre {
     status: Option<State>,
-    effects: Vec<EffectKind>,
+    effects: Vec<Existing>,
     generation: Option<i64>,
     /// The delivery was already decided (processed, and not `dead`) when this copy's
     /// transaction began: another copy of its message got there first.
@@ -633,7 +643,12 @@ impl<'o> Sim<'o> {
     /// `message.retry({delaySeconds})`, or a consumer that died holding it: another attempt,
     /// or the dead-letter queue once `max_retries` are spent.
     fn retry(&mut self, mut msg: Msg, delay_ms: i64) {
-        if msg.attempts > MAX_RETRIES {
+        let max_retries = self
+            .opts
+            .mutations
+            .deliveries_max_retries
+            .unwrap_or(MAX_RETRIES);
+        if msg.attempts > max_retries {
             let g = msg.generation.unwrap_or(-1);
             self.dm[msg.d].exhausted.insert(g);
             self.stats.dead_lettered += 1;
@@ -1071,6 +1086,12 @@ impl<'o> Sim<'o> {
                 }
             }
             Cons::Fail(error) => {
+                if !self.in_outage() {
+                    *self.dm[d]
+                        .failed_outside_outage
+                        .entry(msg.generation.unwrap_or(-1))
+                        .or_default() += 1;
+                }
                 // best effort: D1 may be what is failing
                 self.write_delivery(
                     d,
@@ -1365,40 +1386,55 @@ impl<'o> Sim<'o> {
             }
             return;
         }
-        let generation = match self.opts.mutations.dead_letter_generation {
-            Some(f) => f(msg.generation),
-            None => msg.generation,
+        let mark = dead_letter::mark(&id, msg.generation, &self.opts.mutations.dead_letter);
+        let ex = self.write_delivery(d, Who::MarkDead, &mark);
+        let marked = match ex.result {
+            Ok(rows) => !rows[0].is_empty(),
+            Err(e) => return failed(self, msg, &e),
         };
-        let ex = self.write_delivery(
-            d,
-            Who::MarkDead,
-            &st::MARK_DEAD.bind(vec![Arg::text(&id), Arg::opt_int(generation)]),
-        );
-        match ex.result {
-            Ok(rows) => {
-                if rows[0].is_empty()
-                    && self.dm[d]
-                        .snap
-                        .as_ref()
-                        .is_some_and(|s| !s.processed && Some(s.generation) != msg.generation)
-                {
+        let row = if marked {
+            None
+        } else {
+            let fault = self.fault_read();
+            let ex = self
+                .db
+                .run(&st::LOAD_DELIVERY.bind(vec![Arg::text(&id)]), fault);
+            match ex.result.and_then(|r| r[0].to::<DeliveryRow>()) {
+                Ok(rows) => rows.into_iter().next(),
+                Err(e) => return failed(self, msg, &e),
+            }
+        };
+        match dead_letter::verdict(marked, row.as_ref(), msg.generation) {
+            dead_letter::Verdict::Dead => {
+                self.trace(format!(
+                    "dead-letter: {id} gen {:?} → marked dead",
+                    msg.generation
+                ));
+            }
+            dead_letter::Verdict::Superseded(why) => {
+                if why == "replayed" {
                     // the race the generations exist for: this dead letter would have buried
                     // an operator's replay
                     self.stats.dead_letters_after_replay += 1;
                 }
                 self.trace(format!(
-                    "dead-letter: {id} gen {:?} → {}",
-                    msg.generation,
-                    if rows[0].is_empty() {
-                        "superseded (not marked)"
-                    } else {
-                        "marked dead"
-                    }
+                    "dead-letter: {id} gen {:?} → superseded ({why})",
+                    msg.generation
                 ));
-                self.actors.push(Actor::DeadLetter { msg, marked: true });
             }
-            Err(e) => failed(self, msg, &e),
+            dead_letter::Verdict::HandBack { generation } => {
+                self.stats.handed_back += 1;
+                self.trace(format!(
+                    "dead-letter: {id} gen {generation:?} → handed back (its failures were \
+                     not recorded)"
+                ));
+                let m = self.new_msg(d, generation);
+                if self.send(vec![m]).is_err() {
+                    return failed(self, msg, "send failed");
+                }
+            }
         }
+        self.actors.push(Actor::DeadLetter { msg, marked: true });
     }
 
     fn sweep(&mut self, claimed: Option<Vec<(usize, i64)>>, chunks: u32) {
@@ -1750,9 +1786,7 @@ impl<'o> Sim<'o> {
             state_of(kind, &res.text(0, "status").unwrap_or_default())
         };
         let eff = self.db.read(&st::LOAD_EFFECTS.bind(vec![Arg::text(&id)]));
-        let effects = (0..eff.rows.len())
-            .filter_map(|i| EffectKind::from_str_name(&eff.text(i, "kind").unwrap_or_default()))
-            .collect();
+        let effects = existing_effects(&eff);
         let delivery = d.and_then(|d| {
             let row = self
                 .db
@@ -1806,6 +1840,7 @@ impl<'o> Sim<'o> {
             token: &token,
             license_code: license.as_deref(),
             delivery: d.map(|d| self.world.deliveries[d].event_id.as_str()),
+            pull: false,
         };
         let mut batch: Vec<Bound<'static>> = st::transition_batch(&request)
             .into_iter()
@@ -1897,9 +1932,13 @@ impl<'o> Sim<'o> {
             .and_then(|s| state_of(res.kind, &s));
         // "A second consumer of the same delivery finds processed_at set and changes
         // nothing" (RECORD_OUTCOME): a delivery already decided does not transition again
-        let (want_applied, want_effect, want_to) = match decision {
-            Decision::Apply { to, effect } if !pre.decided => (true, effect, Some(to)),
-            _ => (false, None, pre.status),
+        let (want_applied, want_effect, want_cancel, want_to) = match decision {
+            Decision::Apply {
+                to,
+                effect,
+                cancels,
+            } if !pre.decided => (true, effect, cancels, Some(to)),
+            _ => (false, None, None, pre.status),
         };
         let what = format!(
             "{} → {to} by {cause:?} on {} (from {:?}, effects {:?})",
@@ -1927,14 +1966,24 @@ impl<'o> Sim<'o> {
         let eff = self
             .db
             .read(&st::LOAD_EFFECTS.bind(vec![Arg::text(&res.id)]));
-        let post: Vec<EffectKind> = (0..eff.rows.len())
-            .filter_map(|i| EffectKind::from_str_name(&eff.text(i, "kind").unwrap_or_default()))
-            .collect();
-        let mut new = post.clone();
+        let post = existing_effects(&eff);
+        let mut new: Vec<EffectKind> = post.iter().map(|e| e.kind).collect();
         for e in &pre.effects {
-            if let Some(i) = new.iter().position(|x| x == e) {
+            if let Some(i) = new.iter().position(|x| *x == e.kind) {
                 new.remove(i);
             }
+        }
+        // cancelled in this transaction: settled now, not before (a refund's fulfilment)
+        let cancelled: Vec<EffectKind> = (0..eff.rows.len())
+            .filter(|i| eff.text(*i, "dispatch").as_deref() == Some("cancelled"))
+            .filter_map(|i| EffectKind::from_str_name(&eff.text(i, "kind").unwrap_or_default()))
+            .filter(|k| pre.effects.iter().any(|x| x.kind == *k && !x.settled))
+            .collect();
+        let want_cancelled: Vec<EffectKind> = want_cancel.into_iter().filter(|_| applied).collect();
+        if cancelled != want_cancelled {
+            self.violation(format!(
+                "the batch cancelled {cancelled:?}, the plan expects {want_cancelled:?}: {what}"
+            ));
         }
         let want_new: Vec<EffectKind> = want_effect.into_iter().filter(|_| applied).collect();
         if new != want_new {
@@ -1944,6 +1993,9 @@ impl<'o> Sim<'o> {
         }
         if applied {
             self.rm[r].applied += 1;
+            if to == State::Refunded {
+                self.rm[r].refund_revokes = Some(want_effect == Some(EffectKind::Revocation));
+            }
             if want_effect == Some(EffectKind::Fulfilment) && new.contains(&EffectKind::Fulfilment)
             {
                 self.rm[r].fulfilment_license = license;
@@ -2097,6 +2149,18 @@ impl<'o> Sim<'o> {
                                     if outcome != "dead" {
                                         self.violation(format!("{id}: marked dead as {outcome}"));
                                     }
+                                    if self.dm[d]
+                                        .failed_outside_outage
+                                        .get(&n.generation)
+                                        .is_none_or(|n| *n == 0)
+                                    {
+                                        self.violation(format!(
+                                            "{id}: marked dead in generation {} although every \
+                                             failed attempt of that generation was in a D1 \
+                                             outage (a D1 outage makes no delivery dead)",
+                                            n.generation
+                                        ));
+                                    }
                                     if !self.dm[d].exhausted.contains(&n.generation) {
                                         let replay = self.dm[d].pending_replay;
                                         self.violation(format!(
@@ -2237,7 +2301,9 @@ impl<'o> Sim<'o> {
                     Some(EffectKind::Fulfilment)
                 }
                 (ResourceKind::Invoice, State::Refunded)
-                    if fulfilled && matches!(from, Some(State::Paid | State::Overpaid)) =>
+                    if fulfilled
+                        && matches!(from, Some(State::Paid | State::Overpaid))
+                        && self.rm[r].refund_revokes == Some(true) =>
                 {
                     Some(EffectKind::Revocation)
                 }
@@ -2514,9 +2580,20 @@ impl<'o> Sim<'o> {
                             has("fulfilment")
                         ));
                     }
-                    if w.provider_final() == Some(State::Refunded) && status == Some(State::Paid) {
-                        // the contract's table refuses `refunded` from confirming: a refund
-                        // that overtakes its payment is recorded stale (observed, not a fault)
+                    let refunded_at_provider = w.provider_final() == Some(State::Refunded)
+                        && w.events
+                            .iter()
+                            .any(|e| e.to == Some(State::Refunded) && e.subscribed);
+                    if w.live && refunded_at_provider && status != Some(State::Refunded) {
+                        // a refund is entered from every state but refunded, and nothing
+                        // leaves refunded: whatever order the events came in (CONTRACT §3)
+                        self.violation(format!(
+                            "{}: refunded at the provider, {status:?} here",
+                            w.id
+                        ));
+                    }
+                    if status == Some(State::Refunded) && !has("fulfilment") {
+                        // a refund that overtook its payment: refunded, nothing made to ship
                         self.stats.refund_overtaken += 1;
                     }
                 }
@@ -2580,6 +2657,22 @@ impl<'o> Sim<'o> {
 }
 
 /// The effect ids a committed transition batch released (`read_transition`'s `released`).
+/// The effects of `LOAD_EFFECTS` rows as the plan reads them.
+fn existing_effects(eff: &Rows) -> Vec<Existing> {
+    (0..eff.rows.len())
+        .filter_map(|i| {
+            let kind = EffectKind::from_str_name(&eff.text(i, "kind").unwrap_or_default())?;
+            let dispatch = eff.text(i, "dispatch").unwrap_or_default();
+            let attempts = eff.int(i, "attempts").unwrap_or(0);
+            Some(Existing {
+                kind,
+                may_have_reached: dispatch == "delivered" || attempts > 0,
+                settled: dispatch == "delivered" || dispatch == "cancelled",
+            })
+        })
+        .collect()
+}
+
 fn released_ids(batch: &[Bound<'_>], rows: &[Rows]) -> Vec<String> {
     batch
         .iter()

@@ -47,6 +47,7 @@ fn consume(db: &mut Db, event_id: &str, to: State, token: &str, fixed: bool) -> 
         token,
         license_code: None,
         delivery: Some(event_id),
+        pull: false,
     });
     let batch = if fixed {
         with_fix(

@@ -117,6 +117,8 @@ pub enum DispatchFilter {
     Pending,
     Delivered,
     Dead,
+    /// A fulfilment its refund cancelled before it was delivered (CONTRACT §3).
+    Cancelled,
 }
 
 impl DispatchFilter {
@@ -125,6 +127,7 @@ impl DispatchFilter {
             DispatchFilter::Pending => "pending",
             DispatchFilter::Delivered => "delivered",
             DispatchFilter::Dead => "dead",
+            DispatchFilter::Cancelled => "cancelled",
         }
     }
 }
@@ -303,10 +306,11 @@ fn effect_query(query: &str) -> Result<EffectQuery, CommandError> {
                     "pending" => DispatchFilter::Pending,
                     "delivered" => DispatchFilter::Delivered,
                     "dead" => DispatchFilter::Dead,
+                    "cancelled" => DispatchFilter::Cancelled,
                     _ => {
                         return Err(bad_request(
                             "invalid_dispatch",
-                            "dispatch is one of pending, delivered, dead",
+                            "dispatch is one of pending, delivered, dead, cancelled",
                         ))
                     }
                 })

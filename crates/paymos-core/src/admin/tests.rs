@@ -318,7 +318,7 @@ fn effect_feed_refusals() {
         refused(get("effects", "dispatch=sent")),
         (
             "invalid_dispatch",
-            "dispatch is one of pending, delivered, dead".into()
+            "dispatch is one of pending, delivered, dead, cancelled".into()
         )
     );
     assert_eq!(code(get("effects", "cursor=-1")), "invalid_cursor");

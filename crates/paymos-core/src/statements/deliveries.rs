@@ -72,14 +72,20 @@ statement!(
 
 statement!(
     MARK_DEAD,
-    ["event_id", "generation"],
-    // only for the generation the dead-letter message was sent for (NULL: a message from
-    // before generations, any): after an operator's replay the old verdict is void
+    ["event_id", "generation", "min_failures"],
+    // Only for the generation the dead-letter message was sent for (NULL: a message from
+    // before generations, any): after an operator's replay the old verdict is void. And only
+    // once at least `min_failures` failed attempts were recorded on the row in this
+    // generation: a failure is recorded only while D1 answers, so a message that spent its
+    // retries while D1 was down (or its consumer kept dying) is not a poison message and is
+    // handed back instead (actors::dead_letter; CONTRACT §3: a D1 outage makes no delivery
+    // dead).
     "UPDATE webhook_delivery SET outcome = 'dead', processed_at = ",
     now!(),
     ", \
        last_error = coalesce(last_error, 'queue retries exhausted') \
      WHERE event_id = ?1 AND processed_at IS NULL AND (?2 IS NULL OR generation = ?2) \
+       AND attempts >= ?3 \
      RETURNING event_id"
 );
 

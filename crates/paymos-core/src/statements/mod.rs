@@ -98,8 +98,9 @@ macro_rules! delivery_columns {
 macro_rules! effect_columns {
     () => {
         "e.id AS seq, e.effect_id AS id, e.kind, e.resource_id, e.created_at, e.license_code, \
-         e.order_ref, e.amount, e.currency, e.cause, e.dispatch, e.attempts, e.next_attempt_at, \
-         e.last_error, e.delivered_at, \
+         e.order_ref, e.amount, e.currency, e.cause, e.dispatch, e.attempts, e.rung, \
+         e.next_attempt_at, e.last_error, e.delivered_at, e.first_attempt_at, \
+         e.attempt_started_at, e.cancelled_at, \
          (e.dispatch = 'pending' AND e.kind = 'fulfilment' AND e.order_ref IS NULL) AS awaiting_order_ref"
     };
 }
@@ -166,6 +167,7 @@ pub static ALL: &[&Statement] = &[
     &GUARDED_UPDATE,
     &INSERT_HISTORY,
     &INSERT_EFFECT,
+    &CANCEL_EFFECT,
     &FILL_RESOURCE,
     &FILL_EFFECTS,
     &RELEASE_EFFECTS,
@@ -173,10 +175,12 @@ pub static ALL: &[&Statement] = &[
     &READ_BACK,
     &LOAD_EFFECTS_FOR_DISPATCH,
     &DEFER_EFFECT,
+    &START_ATTEMPTS,
     &MARK_EFFECT_DELIVERED,
     &RECORD_EFFECT_FAILURE,
     &MARK_EFFECT_DEAD,
     &REDELIVER_EFFECT,
+    &LOAD_EFFECT,
     &CLAIM_EFFECTS,
     &LIST_EFFECTS,
     &OPEN_RECONCILIATION,
@@ -259,6 +263,7 @@ mod tests {
             token: "t",
             license_code: Some("LIC"),
             delivery: Some("evt_1"),
+            pull: false,
         };
         let b = transition_batch(&r);
         let names: Vec<&str> = b.iter().map(|x| x.statement.name).collect();
@@ -291,6 +296,7 @@ mod tests {
         let b = transition_batch(&TransitionRequest {
             plan: &p,
             delivery: None,
+            pull: false,
             order_ref: None,
             ..r
         });
@@ -307,10 +313,11 @@ mod tests {
                 "GUARDED_UPSERT",
                 "INSERT_HISTORY",
                 "INSERT_EFFECT",
+                "CANCEL_EFFECT",
                 "RELEASE_EFFECTS",
                 "READ_BACK"
             ],
-            "no fill, no outcome without order_ref and delivery"
+            "no fill, no outcome without order_ref and delivery; a refund cancels"
         );
     }
 }

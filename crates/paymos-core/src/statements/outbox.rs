@@ -5,17 +5,44 @@ use super::Statement;
 statement!(
     LOAD_EFFECTS_FOR_DISPATCH,
     ["effect_ids"],
-    // a dispatcher batch's effects in one query (a JSON array of ids), each with how many
-    // earlier effects of the same resource are not delivered yet: a revocation is not sent
-    // before the fulfilment it revokes has been, whether that one is pending or dead (a dead
-    // fulfilment an operator redelivers later must not arrive after its revocation; found by
-    // the simulator). `+p.dispatch`: by resource_id, not by scanning the dispatch index.
+    // A dispatcher batch's effects in one query (a JSON array of ids), each with what its
+    // order depends on: how many earlier effects of the same resource are neither delivered
+    // nor cancelled (a revocation is not sent before the fulfilment it revokes is settled,
+    // pending or dead alike: a dead fulfilment an operator redelivers later must not arrive
+    // after its revocation; found by the simulator), and the last attempt started for an
+    // earlier, cancelled one (it may be in flight until its timeout: the revocation goes
+    // after it). `+p.dispatch`: by resource_id, not by scanning the dispatch index.
     "SELECT ",
     effect_columns!(),
     ", \
        (SELECT count(*) FROM effect p WHERE p.resource_id = e.resource_id AND p.id < e.id \
-          AND +p.dispatch <> 'delivered') AS earlier_undelivered \
+          AND +p.dispatch NOT IN ('delivered', 'cancelled')) AS earlier_undelivered, \
+       (SELECT max(p.attempt_started_at) FROM effect p WHERE p.resource_id = e.resource_id \
+          AND p.id < e.id AND +p.dispatch = 'cancelled') AS earlier_attempt_started_at \
      FROM effect e WHERE e.effect_id IN (SELECT value FROM json_each(?1))"
+);
+
+statement!(
+    START_ATTEMPTS,
+    ["effect_ids", "in_flight", "due_slack"],
+    // An attempt is committed before its request starts (actors::dispatch explains why): only
+    // from a pending row (a refund that cancelled the fulfilment meanwhile stops it), only
+    // when its scheduled retry is due (`due_slack`, '+2 seconds') and no other attempt may be
+    // in flight (`in_flight`, '-15 seconds': one started within the request timeout), so that
+    // copies of a message cannot spend the ladder faster than it runs. The ids returned are
+    // the ones to post.
+    "UPDATE effect SET attempts = attempts + 1, rung = rung + 1, attempt_started_at = ",
+    now!(),
+    ", first_attempt_at = coalesce(first_attempt_at, ",
+    now!(),
+    "), next_attempt_at = NULL \
+     WHERE effect_id IN (SELECT value FROM json_each(?1)) AND dispatch = 'pending' \
+       AND (kind <> 'fulfilment' OR order_ref IS NOT NULL) \
+       AND (next_attempt_at IS NULL \
+            OR next_attempt_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?3)) \
+       AND (attempt_started_at IS NULL \
+            OR attempt_started_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2)) \
+     RETURNING effect_id, attempts, rung, first_attempt_at"
 );
 
 statement!(
@@ -37,10 +64,11 @@ statement!(
 statement!(
     MARK_EFFECT_DELIVERED,
     ["effect_id"],
+    // the attempt was counted when it started (START_ATTEMPTS), and is over now
     "UPDATE effect SET dispatch = 'delivered', delivered_at = ",
     now!(),
-    ", attempts = attempts + 1, \
-       last_error = NULL, next_attempt_at = NULL \
+    ", \
+       last_error = NULL, next_attempt_at = NULL, attempt_started_at = NULL \
      WHERE effect_id = ?1 AND dispatch = 'pending'"
 );
 
@@ -49,7 +77,8 @@ statement!(
     ["effect_id", "error", "retry_in"],
     // `retry_in` is an SQLite modifier ('+600 seconds'): when the queue brings it back.
     // enqueued_at moves with it, so the sweeper leaves alone a message that is only waiting.
-    "UPDATE effect SET attempts = attempts + 1, last_error = ?2, \
+    // The attempt is over (answered, refused or timed out): none is in flight any more.
+    "UPDATE effect SET last_error = ?2, attempt_started_at = NULL, \
        next_attempt_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?3), \
        enqueued_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?3) \
      WHERE effect_id = ?1 AND dispatch = 'pending'"
@@ -57,10 +86,10 @@ statement!(
 
 statement!(
     MARK_EFFECT_DEAD,
-    ["effect_id", "error", "attempted"],
-    // `attempted` is 1 when a request to the order system was the last straw
+    ["effect_id", "error"],
+    // the ladder is spent and 16 hours have passed since its first attempt (actors::dispatch)
     "UPDATE effect SET dispatch = 'dead', last_error = coalesce(?2, last_error), \
-       attempts = attempts + ?3, next_attempt_at = NULL \
+       next_attempt_at = NULL, attempt_started_at = NULL \
      WHERE effect_id = ?1 AND dispatch = 'pending' RETURNING effect_id"
 );
 
@@ -68,14 +97,31 @@ statement!(
     REDELIVER_EFFECT,
     ["effect_id"],
     // an operator's redelivery: pending again, same id, a fresh retry ladder
-    // (one still awaiting its order_ref is left for the transition that fills it to release)
-    "UPDATE effect SET dispatch = 'pending', attempts = 0, last_error = NULL, \
-       next_attempt_at = NULL, \
+    // (one still awaiting its order_ref is left for the transition that fills it to release).
+    // Never a cancelled effect, nor a fulfilment whose invoice has a revocation: its refund
+    // was recorded, and sending it again would ship goods for money returned (CONTRACT §5).
+    // `attempts` is kept: it counts every request that may have reached the order system.
+    "UPDATE effect SET dispatch = 'pending', rung = 0, first_attempt_at = NULL, \
+       last_error = NULL, next_attempt_at = NULL, \
        enqueued_at = CASE WHEN kind = 'fulfilment' AND order_ref IS NULL THEN NULL ELSE ",
     now!(),
     " END \
-     WHERE effect_id = ?1 \
+     WHERE effect_id = ?1 AND dispatch <> 'cancelled' \
+       AND NOT (kind = 'fulfilment' AND EXISTS (SELECT 1 FROM effect v \
+         WHERE v.resource_id = effect.resource_id AND v.kind = 'revocation')) \
      RETURNING effect_id, (kind = 'fulfilment' AND order_ref IS NULL) AS awaiting_order_ref"
+);
+
+statement!(
+    LOAD_EFFECT,
+    ["effect_id"],
+    // one effect by its id, and whether a revocation of its resource exists (why a
+    // redelivery is refused)
+    "SELECT ",
+    effect_columns!(),
+    ", EXISTS (SELECT 1 FROM effect v WHERE v.resource_id = e.resource_id \
+         AND v.kind = 'revocation') AS revoked \
+     FROM effect e WHERE e.effect_id = ?1"
 );
 
 statement!(

@@ -78,11 +78,26 @@ statement!(
 
 statement!(
     INSERT_EFFECT,
-    ["id", "token", "kind", "license_code", "cause", "from_unknown", "from", "requires"],
+    [
+        "id",
+        "token",
+        "kind",
+        "license_code",
+        "cause",
+        "from_unknown",
+        "from",
+        "requires",
+        "pull"
+    ],
     // once per (resource, kind) by the UNIQUE constraint; only if this attempt's write won,
     // from a state that triggers it (checked against the state the guard replaced), and only
-    // when the effect it requires exists (a revocation needs a fulfilment). Its outbox id is
-    // drawn here, in the transaction that writes it: stable from then on.
+    // when the effect it requires exists and may have reached the order system: delivered, or
+    // attempted (an attempt is committed before its request starts, so this sees every one
+    // that may be in flight), or, in pull mode (`pull` = 1: no ORDER_SYSTEM_URL), offered in
+    // the feed (pending with its order_ref: an order system may have read it). A revocation
+    // of a fulfilment that can never have left would revoke nothing; that one is cancelled
+    // instead (CANCEL_EFFECT). Its outbox id is drawn here, in the transaction that writes
+    // it: stable from then on.
     "INSERT INTO effect (resource_id, kind, license_code, order_ref, amount, currency, cause, \
        effect_id, dispatch) \
      SELECT r.id, ?3, ?4, r.order_ref, r.amount, r.currency, ?5, \
@@ -90,8 +105,24 @@ statement!(
      WHERE r.id = ?1 AND r.transition_token = ?2 \
        AND ((r.previous_status IS NULL AND ?6 = 1) \
             OR r.previous_status IN (SELECT value FROM json_each(?7))) \
-       AND (?8 IS NULL OR EXISTS (SELECT 1 FROM effect x WHERE x.resource_id = r.id AND x.kind = ?8)) \
+       AND (?8 IS NULL OR EXISTS (SELECT 1 FROM effect x WHERE x.resource_id = r.id AND x.kind = ?8 \
+         AND (x.dispatch = 'delivered' OR x.attempts > 0 \
+              OR (?9 = 1 AND x.dispatch = 'pending' AND x.order_ref IS NOT NULL)))) \
      ON CONFLICT (resource_id, kind) DO NOTHING"
+);
+
+statement!(
+    CANCEL_EFFECT,
+    ["id", "token", "kind"],
+    // A refund's fulfilment not yet delivered (pending, awaiting its order_ref, or dead) is
+    // cancelled in the refund's own transaction, if this attempt's write won: no dispatcher,
+    // sweeper or redelivery sends it again, since each sends only a pending effect and an
+    // attempt starts only from a pending row (CONTRACT §3).
+    "UPDATE effect SET dispatch = 'cancelled', cancelled_at = ",
+    now!(),
+    ", next_attempt_at = NULL \
+     WHERE resource_id = ?1 AND kind = ?3 AND dispatch IN ('pending', 'dead') \
+       AND EXISTS (SELECT 1 FROM resource WHERE id = ?1 AND transition_token = ?2)"
 );
 
 statement!(
@@ -159,6 +190,7 @@ statement!(
     READ_BACK,
     ["id", "token", "event_id"],
     "SELECT (SELECT status FROM resource WHERE id = ?1) AS status, \
+            (SELECT order_ref FROM resource WHERE id = ?1) AS order_ref, \
             EXISTS (SELECT 1 FROM resource WHERE id = ?1 AND transition_token = ?2) AS applied, \
             (SELECT outcome FROM webhook_delivery WHERE event_id = ?3) AS outcome"
 );
@@ -180,10 +212,13 @@ pub struct TransitionRequest<'a> {
     pub license_code: Option<&'a str>,
     /// The delivery whose outcome this transaction records, if any.
     pub delivery: Option<&'a str>,
+    /// Pull mode (no `ORDER_SYSTEM_URL`): a pending effect with its order_ref is offered in
+    /// the feed, so an order system may hold it without any attempt having been made.
+    pub pull: bool,
 }
 
 /// The batch (one transaction) for one guarded transition; its last statement reads back
-/// `(status, applied, outcome)`.
+/// `(status, order_ref, applied, outcome)`.
 pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
     let p = r.plan;
     let mut batch = Vec::with_capacity(7);
@@ -224,6 +259,15 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
             Arg::Int(i64::from(e.from_unknown)),
             Arg::json_list(&from),
             Arg::opt(e.requires.map(EffectKind::as_str)),
+            Arg::Int(i64::from(r.pull)),
+        ]));
+    }
+    if let Some(kind) = p.cancels {
+        // after INSERT_EFFECT, which reads the fulfilment's attempts before it is cancelled
+        batch.push(CANCEL_EFFECT.bind(vec![
+            Arg::text(r.resource_id),
+            Arg::text(r.token),
+            Arg::text(kind.as_str()),
         ]));
     }
     if r.order_ref.is_some() || r.amount.is_some() || r.currency.is_some() {

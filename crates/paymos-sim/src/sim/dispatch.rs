@@ -1,36 +1,31 @@
-//! The effects outbox's dispatcher (CONTRACT §7) as part of the simulated world: the effects
-//! queue (at least once), the dispatcher per batch (`effects::consume`: one
-//! `LOAD_EFFECTS_FOR_DISPATCH`, the POSTs, one D1 batch of outcomes, then ack or retry each
-//! message), its dead-letter queue (`MARK_EFFECT_DEAD`), the effects sweeper
-//! (`CLAIM_EFFECTS` at cron times), an operator's `REDELIVER_EFFECT`, and a simulated order
-//! system that records every POST it receives.
+//! The effects outbox's dispatcher (CONTRACT §3, §7) as part of the simulated world: the
+//! effects queue (at least once), the **core's** dispatcher (`paymos_core::actors::dispatch`,
+//! the very state machine the Worker drives) over SQLite, its dead-letter queue (the core's
+//! `dispatch::dead_letter`), the effects sweeper (`CLAIM_EFFECTS` at cron times), an
+//! operator's `REDELIVER_EFFECT`, and a simulated order system that records every POST it
+//! takes, with latency.
+//!
+//! What is the simulator's own here is the world and the checks: the queue, the faults, the
+//! order system, the crashes between the driver's steps (including the one between an
+//! attempt's commit and its request), and the invariants.
 //!
 //! It runs in its own lane: every step of the scheduler first gives it one action, drawn from
 //! its own random stream, and the clock stops at its times when nothing else is due. It never
-//! draws from the other streams nor counts as a step, so the rest of a seed's schedule (and
-//! every seed the other tests pin) is exactly what it was without it.
+//! draws from the other streams nor counts as a step, so the rest of a seed's schedule is what
+//! it would be without it.
 
 use std::collections::BTreeMap;
 
-use paymos_core::ladder::{effect_retry_delay, wait_for_earlier_delay};
-use paymos_core::statements::{self as st, Arg, Bound};
+use paymos_core::actors::dispatch::{self, Batch, DeadLetter, Push, Step};
+use paymos_core::actors::Answer;
+use paymos_core::rows::{DispatchRow, StartedAttempt};
+use paymos_core::statements::{self as st, Arg};
 use paymos_core::time::unix_of_iso;
 
 use super::{own, Sim, CRON_MS, SWEEP_AFTER_SECONDS};
 use crate::clock;
-use crate::db::{Fault, Rows};
+use crate::db::Fault;
 use crate::rng::Rng;
-
-/// SQL: effect `e` is held back behind an earlier effect of its resource that will not go out
-/// by itself: a dead one (until an operator redelivers it) or a fulfilment still lacking its
-/// order_ref. Such an effect stays pending by design; the drain and (c) allow for it.
-macro_rules! held_back {
-    () => {
-        "EXISTS (SELECT 1 FROM effect p WHERE p.resource_id = e.resource_id AND p.id < e.id \
-           AND (p.dispatch = 'dead' \
-                OR (p.dispatch = 'pending' AND p.kind = 'fulfilment' AND p.order_ref IS NULL)))"
-    };
-}
 
 /// wrangler.toml: `max_retries = 20` on the effects queue.
 pub const EFFECTS_MAX_RETRIES: u32 = 20;
@@ -40,6 +35,8 @@ const EFFECTS_DLQ_MAX_RETRIES: u32 = 3;
 const CLAIM_LIMIT: i64 = 100;
 /// At most this many lane actions in the final effects drain.
 const EFFECTS_DRAIN_MAX: usize = 20_000;
+/// `ORDER_SYSTEM_TIMEOUT_MS`: an answer later than this is a timeout for the dispatcher.
+const TIMEOUT_MS: i64 = 10_000;
 
 /// A message of the effects queue: `{effect_id}` and what the platform keeps about it.
 #[derive(Debug, Clone)]
@@ -49,7 +46,7 @@ struct EMsg {
     visible_at: i64,
 }
 
-/// What the simulated order system received (a 2xx, or a POST whose answer was lost).
+/// A POST the simulated order system took (its answer may have been lost).
 #[derive(Debug, Clone)]
 struct Received {
     id: String,
@@ -57,39 +54,36 @@ struct Received {
     resource: String,
 }
 
-/// What one effect of a batch does, decided before any POST (`before_post`) or after it.
+/// A POST on its way: it reaches the order system, and its answer the dispatcher, at `until`.
 #[derive(Debug, Clone)]
-enum EStep {
-    Ack(&'static str),
-    Retry(u32, &'static str),
-    /// waiting for an earlier effect of the resource: deferred (`DEFER_EFFECT`) and, when this
-    /// message holds the wait, sent again as a fresh message after this many seconds
-    Wait(u32),
-}
-
-/// One distinct effect of a dispatcher batch.
-#[derive(Debug, Clone)]
-struct Item {
+struct Flight {
     id: String,
-    step: Option<EStep>,
-    /// To post: (kind, resource_id, attempts so far), and the POST's result once made.
-    post: Option<(String, String, i64)>,
-    result: Option<Result<(), String>>,
-}
-
-#[derive(Debug)]
-enum DPhase {
-    Load,
-    /// POST the next item that has one to make (one POST per action: they interleave).
-    Post(Vec<Item>),
-    Record(Vec<Item>),
-    Ack(Vec<Item>),
+    until: i64,
 }
 
 #[derive(Debug)]
 enum DActor {
-    Dispatch { msgs: Vec<EMsg>, phase: DPhase },
-    DeadLetter { msg: EMsg, marked: bool },
+    Dispatch {
+        msgs: Vec<EMsg>,
+        batch: Box<Batch>,
+        flights: Vec<Flight>,
+    },
+    DeadLetter {
+        msg: EMsg,
+        done: bool,
+    },
+}
+
+impl DActor {
+    /// When it can act next (a batch whose POSTs are all in flight waits for the first).
+    fn ready_at(&self) -> Option<i64> {
+        match self {
+            DActor::Dispatch { flights, .. } if !flights.is_empty() => {
+                flights.iter().map(|f| f.until).min()
+            }
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -108,21 +102,22 @@ pub struct EffectStats {
     pub posts: usize,
     pub received: usize,
     pub delivered: usize,
+    /// Looks deferred behind an earlier effect of the resource (pending, or a cancelled
+    /// fulfilment's last attempt possibly in flight).
     pub waited_for_earlier: usize,
+    /// Attempts the core decided to start whose start returned nothing (cancelled by their
+    /// refund meanwhile, or another copy started first).
+    pub not_started: usize,
     pub dispatch_d1_failures: usize,
     pub claimed: usize,
     pub redelivered: usize,
     pub dead_by_ladder: usize,
-    pub dead_by_dlq: usize,
-    /// Revocations the dead-letter queue killed while they waited for their fulfilment.
-    pub revocations_dead_waiting: usize,
-    /// Effects still pending at the end because an earlier effect of their resource is dead.
-    pub parked_at_end: usize,
-    /// Revocations sent although the order system never received the fulfilment, because
-    /// that fulfilment is dead (a finding: see README).
-    pub revocations_after_dead_fulfilment: usize,
-    /// At the end: a fulfilment the order system has (delivered) whose revocation is dead
-    /// (the refund never reaches the order system; a finding: see README).
+    /// Dead letters the effects DLQ handed back to the dispatcher (never marked dead).
+    pub handed_back: usize,
+    /// Fulfilments a refund cancelled, and of those, the ones it also revoked (attempted).
+    pub cancelled: usize,
+    pub cancelled_and_revoked: usize,
+    /// At the end: a fulfilment the order system took whose revocation is dead by its ladder.
     pub fulfilled_revocation_dead: usize,
     /// Fulfilments left pending at the end because their order_ref was never learned.
     pub awaiting_order_ref_at_end: usize,
@@ -136,14 +131,14 @@ impl EffectStats {
         self.received += o.received;
         self.delivered += o.delivered;
         self.waited_for_earlier += o.waited_for_earlier;
+        self.not_started += o.not_started;
         self.dispatch_d1_failures += o.dispatch_d1_failures;
         self.claimed += o.claimed;
         self.redelivered += o.redelivered;
         self.dead_by_ladder += o.dead_by_ladder;
-        self.dead_by_dlq += o.dead_by_dlq;
-        self.revocations_dead_waiting += o.revocations_dead_waiting;
-        self.parked_at_end += o.parked_at_end;
-        self.revocations_after_dead_fulfilment += o.revocations_after_dead_fulfilment;
+        self.handed_back += o.handed_back;
+        self.cancelled += o.cancelled;
+        self.cancelled_and_revoked += o.cancelled_and_revoked;
         self.fulfilled_revocation_dead += o.fulfilled_revocation_dead;
         self.awaiting_order_ref_at_end += o.awaiting_order_ref_at_end;
     }
@@ -170,6 +165,7 @@ pub(super) struct Fx {
     next_cron: i64,
     /// Times an operator redelivers an effect (`POST /admin/api/effects/{id}/redeliver`).
     redeliveries: Vec<i64>,
+    /// Every POST the order system took, in the order it took them.
     received: Vec<Received>,
     labels: BTreeMap<String, String>,
     pub stats: EffectStats,
@@ -251,7 +247,10 @@ impl Sim<'_> {
         if self.in_outage() {
             Fault::Before
         } else if self.fx.rng.chance(self.k.p_d1) {
-            Fault::At(self.fx.rng.below(n as u64) as usize)
+            match self.fx.rng.below(n as u64) as usize {
+                0 => Fault::Before,
+                i => Fault::At(i),
+            }
         } else if self.fx.rng.chance(self.k.p_after_commit) {
             Fault::AfterCommit
         } else {
@@ -263,15 +262,23 @@ impl Sim<'_> {
         self.fx_chaos() && self.fx.rng.chance(self.k.p_crash)
     }
 
+    fn fx_settings(&self) -> dispatch::Settings {
+        dispatch::Settings {
+            scale: self.fx.scale,
+            timeout_ms: TIMEOUT_MS as u64,
+            mutation: self.opts.mutations.dispatch,
+        }
+    }
+
     /// A stable name for an effect in the trace (`effect_id` is random: never traced, never
     /// ordered by).
     fn label(&mut self, id: &str) -> String {
         if let Some(l) = self.fx.labels.get(id) {
             return l.clone();
         }
-        let rows = self.db.read(&own(
-            st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&[id])])
-        ));
+        let rows = self
+            .db
+            .read(&own(st::LOAD_EFFECT.bind(vec![Arg::text(id)])));
         let l = if rows.is_empty() {
             "unknown effect".to_string()
         } else {
@@ -290,6 +297,14 @@ impl Sim<'_> {
             .map(|i| self.label(i))
             .collect::<Vec<_>>()
             .join(", ")
+    }
+
+    /// The one effect `id` as the dispatcher loads it (the checker's read).
+    fn dispatch_row(&mut self, id: &str) -> Option<DispatchRow> {
+        let rows = self.db.read(&own(
+            st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&[id])])
+        ));
+        rows.to::<DispatchRow>().ok()?.into_iter().next()
     }
 
     // ------------------------------------------------------------------ the queue
@@ -330,12 +345,12 @@ impl Sim<'_> {
     }
 
     /// `queue::enqueue_effect_after`: one fresh message (its own attempts), visible after
-    /// `delay_ms`; a failed send leaves the effect to the sweeper (its deferral ages).
+    /// `delay_ms`; a failed send leaves the effect to the sweeper.
     fn fx_send_after(&mut self, id: &str, delay_ms: i64) {
         let l = self.label(id);
         if self.fx_chaos() && self.fx.rng.chance(self.k.p_send_fail) {
             self.trace(format!(
-                "effects: wait for {l} not re-sent (left to the sweeper)"
+                "effects: fresh message for {l} not sent (left to the sweeper)"
             ));
             return;
         }
@@ -381,7 +396,10 @@ impl Sim<'_> {
 
     fn fx_candidates(&self) -> Vec<LCand> {
         let now = self.now();
-        let mut c: Vec<LCand> = (0..self.fx.actors.len()).map(LCand::Actor).collect();
+        let mut c: Vec<LCand> = (0..self.fx.actors.len())
+            .filter(|i| self.fx.actors[*i].ready_at().is_none_or(|t| t <= now))
+            .map(LCand::Actor)
+            .collect();
         if self.fx.busy < self.fx.dispatchers && self.fx.queue.iter().any(|m| m.visible_at <= now) {
             c.push(LCand::Dispatch);
         }
@@ -399,21 +417,22 @@ impl Sim<'_> {
 
     /// When the lane next has something to do (the clock stops there).
     pub(super) fn fx_next_time(&self) -> Option<i64> {
-        if !self.fx.actors.is_empty() {
-            return Some(self.now());
-        }
+        let actors = self
+            .fx
+            .actors
+            .iter()
+            .map(|a| a.ready_at().unwrap_or(self.now()));
         let q = self
             .fx
             .queue
             .iter()
             .chain(&self.fx.dlq)
-            .map(|m| m.visible_at)
-            .min();
+            .map(|m| m.visible_at);
         let ops = self
             .fx_chaos()
             .then(|| self.fx.redeliveries.first().copied())
             .flatten();
-        q.into_iter().chain(ops).min()
+        actors.chain(q).chain(ops).min()
     }
 
     /// One action of the dispatcher's lane, if one is due. `true` if it did something.
@@ -424,42 +443,26 @@ impl Sim<'_> {
         }
         let pick = *self.fx.rng.pick(&cands);
         match pick {
-            LCand::Actor(i) => {
-                let a = self.fx.actors.swap_remove(i);
-                match a {
-                    DActor::Dispatch { msgs, phase } => self.dispatch(msgs, phase),
-                    DActor::DeadLetter { msg, marked } => self.fx_dead_letter(msg, marked),
-                }
-            }
+            LCand::Actor(i) => match self.fx.actors.swap_remove(i) {
+                DActor::Dispatch {
+                    msgs,
+                    batch,
+                    flights,
+                } => self.dispatch(msgs, batch, flights),
+                DActor::DeadLetter { msg, done } => self.fx_dead_letter(msg, done),
+            },
             LCand::Dispatch => {
-                let now = self.now();
-                let mut visible: Vec<usize> = (0..self.fx.queue.len())
-                    .filter(|i| self.fx.queue[*i].visible_at <= now)
-                    .collect();
-                let n = self
-                    .fx
-                    .rng
-                    .range(1, self.fx.batch.min(visible.len()) as u64)
-                    as usize;
-                let mut taken = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let j = self.fx.rng.below(visible.len() as u64) as usize;
-                    taken.push(visible.swap_remove(j));
-                }
-                let mut order: Vec<(usize, usize)> = taken
+                let msgs = self.take_batch();
+                let messages = msgs
                     .iter()
-                    .copied()
-                    .enumerate()
-                    .map(|(k, i)| (i, k))
+                    .map(|m| dispatch::Message {
+                        effect_id: m.id.clone(),
+                        attempts: m.attempts,
+                    })
                     .collect();
-                order.sort_unstable_by_key(|a| std::cmp::Reverse(a.0));
-                let mut msgs: Vec<(usize, EMsg)> = order
-                    .into_iter()
-                    .map(|(i, k)| (k, self.fx.queue.remove(i)))
-                    .collect();
-                msgs.sort_by_key(|(k, _)| *k);
+                let batch = Batch::new(messages, Push::To, self.fx_settings());
                 self.fx.busy += 1;
-                self.dispatch(msgs.into_iter().map(|(_, m)| m).collect(), DPhase::Load);
+                self.dispatch(msgs, Box::new(batch), Vec::new());
             }
             LCand::DeadLetter => {
                 let now = self.now();
@@ -482,28 +485,54 @@ impl Sim<'_> {
         true
     }
 
-    // ------------------------------------------------------------------ the dispatcher
-
-    /// The whole batch back on the ladder (`retry_all`: a D1 call failed).
-    fn retry_all(&mut self, msgs: Vec<EMsg>, why: &str) {
-        let names: Vec<String> = msgs.iter().map(|m| m.id.clone()).collect();
-        let names = self.labels(&names);
-        self.trace(format!(
-            "dispatcher [{names}]: {why}; every message retried"
-        ));
-        self.fx.stats.dispatch_d1_failures += 1;
-        self.fx.busy -= 1;
-        for m in msgs {
-            let delay = effect_retry_delay(m.attempts, self.fx.scale).unwrap_or(60);
-            self.fx_retry(m, i64::from(delay) * 1000);
+    /// 1 to `max_batch_size` visible messages, in any order.
+    fn take_batch(&mut self) -> Vec<EMsg> {
+        let now = self.now();
+        let mut visible: Vec<usize> = (0..self.fx.queue.len())
+            .filter(|i| self.fx.queue[*i].visible_at <= now)
+            .collect();
+        let n = self
+            .fx
+            .rng
+            .range(1, self.fx.batch.min(visible.len()) as u64) as usize;
+        let mut taken = Vec::with_capacity(n);
+        for _ in 0..n {
+            let j = self.fx.rng.below(visible.len() as u64) as usize;
+            taken.push(visible.swap_remove(j));
         }
+        let mut order: Vec<(usize, usize)> = taken
+            .iter()
+            .copied()
+            .enumerate()
+            .map(|(k, i)| (i, k))
+            .collect();
+        order.sort_unstable_by_key(|a| std::cmp::Reverse(a.0));
+        let mut msgs: Vec<(usize, EMsg)> = order
+            .into_iter()
+            .map(|(i, k)| (k, self.fx.queue.remove(i)))
+            .collect();
+        msgs.sort_by_key(|(k, _)| *k);
+        msgs.into_iter().map(|(_, m)| m).collect()
     }
 
-    fn dispatch(&mut self, msgs: Vec<EMsg>, phase: DPhase) {
+    // ------------------------------------------------------------------ the dispatcher
+
+    /// One action of a dispatcher invocation: the next step the core's batch asks for, as
+    /// `effects::consume` runs it on D1, with the simulated platform's faults. It may die
+    /// before any step (every message comes back), between an attempt's commit and its
+    /// request included.
+    fn dispatch(&mut self, msgs: Vec<EMsg>, mut batch: Box<Batch>, mut flights: Vec<Flight>) {
         if self.fx_crash() {
             let names: Vec<String> = msgs.iter().map(|m| m.id.clone()).collect();
             let names = self.labels(&names);
-            self.trace(format!("dispatcher [{names}] died; the messages come back"));
+            let at = if flights.is_empty() {
+                ""
+            } else {
+                " with requests in flight"
+            };
+            self.trace(format!(
+                "dispatcher [{names}] died{at}; the messages come back"
+            ));
             self.fx.busy -= 1;
             for m in msgs {
                 let delay = self.fx.rng.below(30_000) as i64;
@@ -511,240 +540,211 @@ impl Sim<'_> {
             }
             return;
         }
-        match phase {
-            DPhase::Load => {
-                let mut ids: Vec<String> = Vec::new();
-                for m in &msgs {
-                    if !ids.contains(&m.id) {
-                        ids.push(m.id.clone());
-                    }
-                }
+        let now = self.now();
+        if let Some(i) = flights.iter().position(|f| f.until <= now) {
+            // a POST's answer (or its timeout) reaches the dispatcher
+            let flight = flights.swap_remove(i);
+            let result = self.order_system(&flight.id);
+            batch.posted(&flight.id, result);
+            return self.fx_park(msgs, batch, flights);
+        }
+        if !flights.is_empty() {
+            return self.fx_park(msgs, batch, flights);
+        }
+        let step = batch.next(now / 1000);
+        match step {
+            Step::Load(b) => {
                 let fault = self.fx_fault_read();
-                let b = own(st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&ids)]));
                 let ex = self.db.run(&b, fault);
-                let rows = match ex.result {
-                    Ok(mut r) => r.remove(0),
-                    Err(e) => return self.retry_all(msgs, &e),
-                };
-                let mut items = Vec::with_capacity(ids.len());
-                for id in ids {
-                    items.push(self.before_post(&rows, id));
-                }
-                let names: Vec<String> = items
-                    .iter()
-                    .map(|it| {
-                        let l = self.fx.labels.get(&it.id).cloned().unwrap_or_default();
-                        match (&it.step, &it.post) {
-                            (Some(s), _) => format!("{l} {s:?}"),
-                            (None, Some((_, _, a))) => format!("{l} post (attempts {a})"),
-                            _ => l,
+                match ex.result.and_then(|r| r[0].to::<DispatchRow>()) {
+                    Ok(rows) => {
+                        for r in &rows {
+                            self.label(&r.effect.id);
                         }
-                    })
-                    .collect();
-                self.trace(format!("dispatcher loaded: {}", names.join(", ")));
-                self.fx.actors.push(DActor::Dispatch {
-                    msgs,
-                    phase: DPhase::Post(items),
-                });
-            }
-            DPhase::Post(mut items) => {
-                let Some(i) = items
-                    .iter()
-                    .position(|it| it.post.is_some() && it.result.is_none())
-                else {
-                    self.fx.actors.push(DActor::Dispatch {
-                        msgs,
-                        phase: DPhase::Record(items),
-                    });
-                    return;
-                };
-                let result = self.order_system(&items[i]);
-                items[i].result = Some(result);
-                self.fx.actors.push(DActor::Dispatch {
-                    msgs,
-                    phase: DPhase::Post(items),
-                });
-            }
-            DPhase::Record(mut items) => {
-                let mut outcomes: Vec<Bound<'static>> = Vec::new();
-                let mut dead = Vec::new();
-                for it in items.iter_mut() {
-                    let (Some((_, _, attempts)), Some(result)) = (&it.post, &it.result) else {
-                        continue;
-                    };
-                    let (b, step) = match result {
-                        Ok(()) => (
-                            st::MARK_EFFECT_DELIVERED.bind(vec![Arg::text(&it.id)]),
-                            EStep::Ack("delivered"),
-                        ),
-                        Err(error) => {
-                            let failed = u32::try_from(attempts + 1).unwrap_or(u32::MAX);
-                            match effect_retry_delay(failed, self.fx.scale) {
-                                Some(delay) => (
-                                    st::RECORD_EFFECT_FAILURE.bind(vec![
-                                        Arg::text(&it.id),
-                                        Arg::text(error),
-                                        Arg::Text(format!("+{delay} seconds").into()),
-                                    ]),
-                                    EStep::Retry(delay, "retry"),
-                                ),
-                                None => {
-                                    dead.push(it.id.clone());
-                                    (
-                                        st::MARK_EFFECT_DEAD.bind(vec![
-                                            Arg::text(&it.id),
-                                            Arg::text(error),
-                                            Arg::Int(1),
-                                        ]),
-                                        EStep::Ack("dead"),
-                                    )
-                                }
-                            }
-                        }
-                    };
-                    outcomes.push(own(b));
-                    it.step = Some(step);
-                }
-                // the waits, deferred in the same batch (effects::consume)
-                let posted = outcomes.len();
-                let waits: Vec<(usize, u32)> = items
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, it)| match it.step {
-                        Some(EStep::Wait(d)) => Some((i, d)),
-                        _ => None,
-                    })
-                    .collect();
-                for (i, d) in &waits {
-                    outcomes.push(own(st::DEFER_EFFECT.bind(vec![
-                        Arg::text(&items[*i].id),
-                        Arg::Text(format!("+{d} seconds").into()),
-                    ])));
-                }
-                if !outcomes.is_empty() {
-                    let fault = self.fx_fault_batch(outcomes.len());
-                    let ex = self.db.batch(&outcomes, fault);
-                    if ex.committed {
-                        self.fx.stats.dead_by_ladder += dead.len();
-                        self.check_delivered_received("after the outcome batch");
+                        batch.loaded(rows, now / 1000);
+                        self.trace("dispatcher loaded its batch".into());
+                        self.fx_park(msgs, batch, flights)
                     }
-                    if let Err(e) = ex.result {
+                    Err(e) => self.fx_db_failed(msgs, &mut batch, &e),
+                }
+            }
+            Step::Start(b) => {
+                let fault = self.fx_fault_batch(1);
+                let ex = self.db.run(&b, fault);
+                let returned = ex.result.and_then(|r| r[0].to::<StartedAttempt>());
+                if ex.committed {
+                    let ids: Vec<String> = returned
+                        .as_ref()
+                        .map(|r| r.iter().map(|a| a.effect_id.clone()).collect())
+                        .unwrap_or_else(|_| self.started_now(&b));
+                    self.check_started(&ids);
+                }
+                match returned {
+                    Ok(started) => {
+                        let ids: Vec<String> =
+                            started.iter().map(|s| s.effect_id.clone()).collect();
+                        let names = self.labels(&ids);
+                        self.trace(format!(
+                            "dispatcher started {} attempt(s): [{names}]",
+                            started.len()
+                        ));
+                        batch.started(started);
+                        // the requests start at once, in the same invocation, unless it dies
+                        // right here, between the commit and the requests
+                        if self.fx_crash() {
+                            self.trace(
+                                "dispatcher died between its attempts' commit and their requests"
+                                    .into(),
+                            );
+                            self.fx.busy -= 1;
+                            for m in msgs {
+                                let delay = self.fx.rng.below(30_000) as i64;
+                                self.fx_retry(m, delay);
+                            }
+                            return;
+                        }
+                        if let Step::Post(posts) = batch.next(now / 1000) {
+                            self.fx_take_off(&posts, &mut flights);
+                        } else {
+                            // nothing started: on to the record, at the next action
+                        }
+                        self.fx_park(msgs, batch, flights)
+                    }
+                    Err(e) => self.fx_db_failed(msgs, &mut batch, &e),
+                }
+            }
+            Step::Post(posts) => {
+                // only under the mutation that posts before it starts
+                self.fx_take_off(&posts, &mut flights);
+                self.fx_park(msgs, batch, flights)
+            }
+            Step::Record(statements) => {
+                let fault = self.fx_fault_batch(statements.len());
+                let before = self.dead_candidates(&statements);
+                let ex = self.db.batch(&statements, fault);
+                if ex.committed {
+                    self.check_delivered_received("after the outcome batch");
+                    self.check_dead(&before);
+                }
+                match ex.result {
+                    Ok(rows) => {
+                        self.fx.stats.waited_for_earlier += statements
+                            .iter()
+                            .filter(|b| std::ptr::eq(b.statement, &st::DEFER_EFFECT))
+                            .count();
+                        batch.recorded(rows.iter().map(|r| !r.is_empty()).collect());
+                        self.trace(format!(
+                            "dispatcher recorded {} outcome(s)",
+                            statements.len()
+                        ));
+                        self.fx_park(msgs, batch, flights)
+                    }
+                    Err(e) => {
                         let e = if ex.committed {
                             format!("{e} (the outcomes committed)")
                         } else {
                             e
                         };
-                        return self.retry_all(msgs, &e);
+                        self.fx_db_failed(msgs, &mut batch, &e)
                     }
-                    // a wait whose DEFER_EFFECT returned nothing is held by another message
-                    if let Ok(results) = &ex.result {
-                        for (k, (i, _)) in waits.iter().enumerate() {
-                            if results.get(posted + k).map_or(true, |r| r.rows.is_empty()) {
-                                items[*i].step = Some(EStep::Ack("another message holds the wait"));
-                            }
-                        }
-                    }
-                    self.trace(format!("dispatcher recorded {} outcome(s)", outcomes.len()));
                 }
-                self.fx.actors.push(DActor::Dispatch {
-                    msgs,
-                    phase: DPhase::Ack(items),
-                });
             }
-            DPhase::Ack(items) => {
+            Step::Answer(replies) => {
                 self.fx.busy -= 1;
-                let mut answered: Vec<String> = Vec::new();
-                for m in msgs {
-                    if answered.contains(&m.id) {
-                        self.fx_ack(m);
-                        continue;
-                    }
-                    answered.push(m.id.clone());
-                    let step = items
-                        .iter()
-                        .find(|it| it.id == m.id)
-                        .and_then(|it| it.step.clone());
-                    let l = self.label(&m.id);
-                    match step {
-                        Some(EStep::Retry(delay, why)) => {
-                            self.trace(format!(
-                                "dispatcher: {l} {why}, attempt {} → retry in {delay}s",
-                                m.attempts
-                            ));
-                            self.fx_retry(m, i64::from(delay) * 1000);
-                        }
-                        Some(EStep::Ack(why)) => {
-                            self.trace(format!("dispatcher: {l} {why}, acked"));
-                            self.fx_ack(m);
-                        }
-                        Some(EStep::Wait(delay)) => {
-                            self.trace(format!(
-                                "dispatcher: {l} waiting_for_earlier, acked; looked at again in \
-                                 {delay}s"
-                            ));
-                            self.fx_send_after(&m.id, i64::from(delay) * 1000);
-                            self.fx_ack(m);
-                        }
-                        None => self.fx_ack(m),
-                    }
+                self.fx_answer(msgs, replies);
+            }
+            Step::Done => self.fx.busy -= 1,
+        }
+    }
+
+    /// The invocation goes on at a later action.
+    fn fx_park(&mut self, msgs: Vec<EMsg>, batch: Box<Batch>, flights: Vec<Flight>) {
+        self.fx.actors.push(DActor::Dispatch {
+            msgs,
+            batch,
+            flights,
+        });
+    }
+
+    /// The requests leave now; each reaches the order system (and its answer the dispatcher)
+    /// after its own latency, up to the timeout.
+    fn fx_take_off(&mut self, posts: &[(String, String)], flights: &mut Vec<Flight>) {
+        for (id, _) in posts {
+            let l = self.label(id);
+            self.check_sent(id);
+            let latency = self.fx.rng.below(TIMEOUT_MS as u64) as i64;
+            self.trace(format!("dispatcher: POST {l} leaves ({latency} ms)"));
+            flights.push(Flight {
+                id: id.clone(),
+                until: self.now() + latency,
+            });
+        }
+    }
+
+    /// A D1 call failed: every message back on the ladder of its own count.
+    fn fx_db_failed(&mut self, msgs: Vec<EMsg>, batch: &mut Batch, why: &str) {
+        self.fx.stats.dispatch_d1_failures += 1;
+        self.trace(format!("dispatcher: {why}; every message retried"));
+        let replies = batch.db_failed(why);
+        self.fx.busy -= 1;
+        self.fx_answer(msgs, replies);
+    }
+
+    /// Each message answered as the core said.
+    fn fx_answer(&mut self, msgs: Vec<EMsg>, replies: Vec<dispatch::Reply>) {
+        let mut msgs: Vec<Option<EMsg>> = msgs.into_iter().map(Some).collect();
+        for r in replies {
+            let Some(m) = msgs.get_mut(r.message).and_then(Option::take) else {
+                continue;
+            };
+            let l = self.label(&m.id);
+            self.trace(format!(
+                "dispatcher: {l} {} ({}) → {:?}",
+                r.outcome,
+                r.detail.as_deref().unwrap_or(""),
+                r.answer
+            ));
+            if r.outcome == "not_started" {
+                self.fx.stats.not_started += 1;
+            }
+            match r.answer {
+                Answer::Ack => self.fx_ack(m),
+                Answer::Retry(delay) => self.fx_retry(m, i64::from(delay) * 1000),
+                Answer::AckAndSendAfter(delay) => {
+                    self.fx_send_after(&r.effect_id, i64::from(delay) * 1000);
+                    self.fx_ack(m);
                 }
             }
         }
     }
 
-    /// `effects::before_post` for one id of the batch (the order system is configured).
-    fn before_post(&mut self, rows: &Rows, id: String) -> Item {
-        let _ = self.label(&id);
-        let mut item = Item {
-            id,
-            step: None,
-            post: None,
-            result: None,
+    /// The effects a START committed when its caller saw an error (`AfterCommit`): those whose
+    /// attempt started at this very moment.
+    fn started_now(&mut self, b: &paymos_core::statements::Bound<'static>) -> Vec<String> {
+        let Arg::Text(ids) = &b.args[0] else {
+            return Vec::new();
         };
-        let Some(r) =
-            (0..rows.rows.len()).find(|r| rows.text(*r, "id").as_deref() == Some(&item.id))
-        else {
-            item.step = Some(EStep::Ack("missing"));
-            return item;
-        };
-        if rows.text(r, "dispatch").as_deref() != Some("pending") {
-            item.step = Some(EStep::Ack("already_dispatched"));
-            return item;
-        }
-        if rows.int(r, "awaiting_order_ref") == Some(1) {
-            item.step = Some(EStep::Ack("awaiting_order_ref"));
-            return item;
-        }
-        let earlier = rows.int(r, "earlier_undelivered").unwrap_or(0);
-        let earlier = match self.opts.mutations.earlier_undelivered {
-            Some(f) => f(earlier),
-            None => earlier,
-        };
-        if earlier > 0 {
-            let now = self.now() / 1000;
-            let waited = rows
-                .text(r, "created_at")
-                .and_then(|c| unix_of_iso(&c))
-                .map_or(0, |created| now - created);
-            let wait = wait_for_earlier_delay(waited, self.fx.scale).max(1);
-            self.fx.stats.waited_for_earlier += 1;
-            item.step = Some(EStep::Wait(wait));
-            return item;
-        }
-        item.post = Some((
-            rows.text(r, "kind").unwrap_or_default(),
-            rows.text(r, "resource_id").unwrap_or_default(),
-            rows.int(r, "attempts").unwrap_or(0),
-        ));
-        item
+        let ids: Vec<String> = serde_json::from_str(ids).unwrap_or_default();
+        ids.into_iter()
+            .filter(|id| {
+                self.dispatch_row(id).is_some_and(|r| {
+                    r.effect.attempt_started_at.as_deref().and_then(unix_of_iso)
+                        == Some(self.now() / 1000)
+                })
+            })
+            .collect()
     }
 
-    /// One POST to the simulated order system: 2xx, 5xx (not taken), or taken with the
-    /// answer lost (the dispatcher's timeout). Checks invariants (a) and (d) on what it takes.
-    fn order_system(&mut self, it: &Item) -> Result<(), String> {
-        let (kind, resource, _) = it.post.clone().expect("an item to post");
+    // ------------------------------------------------------------------ the order system
+
+    /// The simulated order system takes one POST: 2xx, 5xx (not taken), or taken with the
+    /// answer lost (the dispatcher's timeout). Checks (d) and the order of fulfilment and
+    /// revocation on what it takes.
+    fn order_system(&mut self, id: &str) -> Result<(), String> {
         self.fx.stats.posts += 1;
-        let l = self.label(&it.id);
+        let l = self.label(id);
+        let (resource, kind) = l.split_once(':').unwrap_or(("?", "?"));
+        let (resource, kind) = (resource.to_string(), kind.to_string());
         let now = self.now();
         let down = self.fx_chaos() && self.fx.down.is_some_and(|(s, e)| (s..e).contains(&now));
         if down || (self.fx_chaos() && self.fx.rng.chance(self.fx.p_fail)) {
@@ -752,55 +752,34 @@ impl Sim<'_> {
             return Err("the order system answered 503".into());
         }
         // (d) exactly once per effect id at the business level
-        if let Some(other) = self
+        if self
             .fx
             .received
             .iter()
-            .find(|x| x.resource == resource && x.kind == kind && x.id != it.id)
+            .any(|x| x.resource == resource && x.kind == kind && x.id != id)
         {
-            let _ = other;
             self.violation(format!(
                 "(d) the order system received two different effect ids for {resource}'s {kind}"
             ));
         }
-        // (a) a revocation never before the fulfilment it revokes
-        if kind == "revocation"
-            && !self
+        // (e) a fulfilment never reaches the order system after its revocation did: the
+        // revocation waits until the fulfilment's last attempt is past its timeout
+        if kind == "fulfilment"
+            && self
                 .fx
                 .received
                 .iter()
-                .any(|x| x.resource == resource && x.kind == "fulfilment")
+                .any(|x| x.resource == resource && x.kind == "revocation")
         {
-            let fulfilment = self
-                .db
-                .read(&own(st::LOAD_EFFECTS.bind(vec![Arg::text(&resource)])));
-            let f = (0..fulfilment.rows.len())
-                .find(|i| fulfilment.text(*i, "kind").as_deref() == Some("fulfilment"));
-            let dead = f.is_some_and(|i| fulfilment.text(i, "dispatch").as_deref() == Some("dead"));
-            let f = f.map(|i| {
-                format!(
-                    "{} after {} attempt(s), {:?}",
-                    fulfilment.text(i, "dispatch").unwrap_or_default(),
-                    fulfilment.int(i, "attempts").unwrap_or(0),
-                    fulfilment.text(i, "last_error")
-                )
-            });
-            let f = f.unwrap_or_else(|| "missing".into());
-            // a dead fulfilment holds its revocation back too (a finding of this simulator,
-            // fixed: `earlier_undelivered` counts pending and dead effects)
-            if dead {
-                self.fx.stats.revocations_after_dead_fulfilment += 1;
-            }
             self.violation(format!(
-                "(a) the order system received {resource}'s revocation before its \
-                 fulfilment (the fulfilment is {f})"
+                "(e) the order system received {resource}'s fulfilment after its revocation"
             ));
         }
-        if !self.fx.received.iter().any(|x| x.id == it.id) {
+        if !self.fx.received.iter().any(|x| x.id == id) {
             self.fx.stats.received += 1;
         }
         self.fx.received.push(Received {
-            id: it.id.clone(),
+            id: id.to_string(),
             kind,
             resource,
         });
@@ -808,10 +787,102 @@ impl Sim<'_> {
             self.trace(format!(
                 "order system: POST {l} taken, the answer is lost (timeout)"
             ));
-            return Err("the order system did not answer within 10000 ms".into());
+            return Err(format!(
+                "the order system did not answer within {TIMEOUT_MS} ms"
+            ));
         }
         self.trace(format!("order system: POST {l} → 200"));
         Ok(())
+    }
+
+    // ------------------------------------------------------------------ invariants
+
+    /// (f) No attempt to send a fulfilment starts after its invoice's refund committed: read
+    /// right after the attempts' commit, the invoice is not refunded.
+    fn check_started(&mut self, ids: &[String]) {
+        for id in ids {
+            let l = self.label(id);
+            if l.ends_with(":fulfilment") && self.refunded(&l) {
+                self.violation(format!(
+                    "(f) an attempt to send {l} started after its invoice's refund committed"
+                ));
+            }
+        }
+    }
+
+    /// (f), at the request: a fulfilment is sent only under an attempt committed before its
+    /// invoice's refund (its `attempt_started_at` is now, in the same invocation).
+    fn check_sent(&mut self, id: &str) {
+        let l = self.label(id);
+        if !l.ends_with(":fulfilment") || !self.refunded(&l) {
+            return;
+        }
+        let started_now = self.dispatch_row(id).is_some_and(|r| {
+            r.effect.attempt_started_at.as_deref().and_then(unix_of_iso) == Some(self.now() / 1000)
+        });
+        if !started_now {
+            self.violation(format!(
+                "(f) {l} was sent after its invoice's refund committed, under no attempt \
+                 committed before it"
+            ));
+        }
+    }
+
+    fn refunded(&mut self, label: &str) -> bool {
+        let resource = label.split(':').next().unwrap_or_default();
+        self.db
+            .read(&own(st::LOAD_RESOURCE.bind(vec![Arg::text(resource)])))
+            .text(0, "status")
+            .as_deref()
+            == Some("refunded")
+    }
+
+    /// The effects a record batch may mark dead, with their ladder's first attempt.
+    fn dead_candidates(
+        &mut self,
+        statements: &[paymos_core::statements::Bound<'static>],
+    ) -> Vec<(String, Option<String>)> {
+        statements
+            .iter()
+            .filter(|b| std::ptr::eq(b.statement, &st::MARK_EFFECT_DEAD))
+            .filter_map(|b| match &b.args[0] {
+                Arg::Text(id) => Some(id.to_string()),
+                _ => None,
+            })
+            .map(|id| {
+                let first = self
+                    .dispatch_row(&id)
+                    .and_then(|r| r.effect.first_attempt_at.clone());
+                (id, first)
+            })
+            .collect()
+    }
+
+    /// (g) No effect goes dead less than 16 hours (scaled as the ladder) after its first
+    /// attempt, however many copies of its message ran; so none goes dead through a D1
+    /// outage either, which spends no attempt.
+    fn check_dead(&mut self, candidates: &[(String, Option<String>)]) {
+        let need = self.fx_settings().min_retry_seconds();
+        for (id, first) in candidates {
+            let now_dead = self
+                .dispatch_row(id)
+                .is_some_and(|r| r.effect.dispatch == "dead");
+            if !now_dead {
+                continue;
+            }
+            self.fx.stats.dead_by_ladder += 1;
+            let l = self.label(id);
+            let Some(first) = first.as_deref().and_then(unix_of_iso) else {
+                self.violation(format!("(g) {l} went dead without a first attempt"));
+                continue;
+            };
+            let lived = self.now() / 1000 - first;
+            if lived < need {
+                self.violation(format!(
+                    "(g) {l} went dead {lived} s after its first attempt (at least {need} s)"
+                ));
+            }
+        }
     }
 
     /// (b) an effect recorded `delivered` was received at least once.
@@ -831,10 +902,13 @@ impl Sim<'_> {
         }
     }
 
-    /// The effects dead-letter queue: `MARK_EFFECT_DEAD(id, "dispatch retries exhausted", 0)`.
-    fn fx_dead_letter(&mut self, mut msg: EMsg, marked: bool) {
+    // ------------------------------------------------------------------ dead letters, sweeper
+
+    /// The effects dead-letter queue (`effects::dead_letter`): the core's verdict, a fresh
+    /// message for a pending effect.
+    fn fx_dead_letter(&mut self, mut msg: EMsg, done: bool) {
         let l = self.label(&msg.id);
-        if marked {
+        if done {
             self.fx.dlq_busy = false;
             self.trace(format!("effects dead-letter: {l} acked"));
             if self.fx_chaos() && self.fx.rng.chance(self.k.p_dup) {
@@ -847,58 +921,25 @@ impl Sim<'_> {
         let fault = if self.fx_crash() {
             Fault::Before
         } else {
-            self.fx_fault_batch(1)
+            self.fx_fault_read()
         };
-        let fault = if fault == Fault::At(0) {
-            Fault::Before
-        } else {
-            fault
-        };
-        // state before, for the statistics
-        let before = self.db.read(&own(
-            st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&[msg.id.as_str()])])
-        ));
-        let b = own(st::MARK_EFFECT_DEAD.bind(vec![
-            Arg::text(&msg.id),
-            Arg::text("dispatch retries exhausted"),
-            Arg::Int(0),
-        ]));
+        let b = own(st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&[msg.id.as_str()])]));
         let ex = self.db.run(&b, fault);
-        if ex.committed && ex.result.as_ref().map_or(true, |r| !r[0].is_empty()) {
-            // marked (or possibly: AfterCommit hides it; count by the row)
-            let after =
-                self.db
-                    .read(&own(st::LOAD_EFFECTS_FOR_DISPATCH
-                        .bind(vec![Arg::json_list(&[msg.id.as_str()])])));
-            let was_pending = before.text(0, "dispatch").as_deref() == Some("pending");
-            if was_pending && after.text(0, "dispatch").as_deref() == Some("dead") {
-                self.fx.stats.dead_by_dlq += 1;
-                if before.text(0, "kind").as_deref() == Some("revocation")
-                    && before.int(0, "earlier_undelivered").unwrap_or(0) > 0
-                {
-                    self.fx.stats.revocations_dead_waiting += 1;
-                    self.trace(format!(
-                        "effects dead-letter: {l} killed while it waited for its fulfilment \
-                         (attempts {}, last error {:?})",
-                        before.int(0, "attempts").unwrap_or(0),
-                        before.text(0, "last_error")
-                    ));
-                }
-            }
-        }
-        match ex.result {
+        match ex.result.and_then(|r| r[0].to::<DispatchRow>()) {
             Ok(rows) => {
-                self.trace(format!(
-                    "effects dead-letter: {l} → {}",
-                    if rows[0].is_empty() {
-                        "not pending (left)"
-                    } else {
-                        "marked dead"
+                match dispatch::dead_letter(rows.first(), self.now() / 1000) {
+                    DeadLetter::Done(why) => {
+                        self.trace(format!("effects dead-letter: {l} {why}"));
                     }
-                ));
-                self.fx
-                    .actors
-                    .push(DActor::DeadLetter { msg, marked: true });
+                    DeadLetter::Requeue(delay) => {
+                        self.fx.stats.handed_back += 1;
+                        self.trace(format!(
+                            "effects dead-letter: {l} handed back to the dispatcher in {delay}s"
+                        ));
+                        self.fx_send_after(&msg.id, i64::from(delay) * 1000);
+                    }
+                }
+                self.fx.actors.push(DActor::DeadLetter { msg, done: true });
             }
             Err(e) => {
                 self.fx.dlq_busy = false;
@@ -917,11 +958,9 @@ impl Sim<'_> {
     /// `effects::sweep`: `CLAIM_EFFECTS('-300 seconds', 100)`, send, loop while full.
     fn fx_sweep(&mut self) {
         for _ in 0..3 {
-            let fault = self.fx_fault_batch(1);
-            let fault = if fault == Fault::At(0) {
-                Fault::Before
-            } else {
-                fault
+            let fault = match self.fx_fault_batch(1) {
+                Fault::At(_) => Fault::Before,
+                f => f,
             };
             let b = own(st::CLAIM_EFFECTS.bind(vec![
                 Arg::Text(st::seconds_ago(SWEEP_AFTER_SECONDS).into()),
@@ -970,16 +1009,18 @@ impl Sim<'_> {
         };
         let id = rows.text(i, "effect_id").unwrap_or_default();
         let l = self.label(&id);
-        let fault = self.fx_fault_batch(1);
-        let fault = if fault == Fault::At(0) {
-            Fault::Before
-        } else {
-            fault
+        let fault = match self.fx_fault_batch(1) {
+            Fault::At(_) => Fault::Before,
+            f => f,
         };
         let ex = self
             .db
             .run(&own(st::REDELIVER_EFFECT.bind(vec![Arg::text(&id)])), fault);
         match ex.result {
+            Ok(r) if r[0].is_empty() => {
+                // a cancelled fulfilment, or one whose invoice has a revocation: 409
+                self.trace(format!("operator: redeliver {l} refused (cancelled)"));
+            }
             Ok(r) => {
                 self.fx.stats.redelivered += 1;
                 let awaiting = r[0].int(0, "awaiting_order_ref") == Some(1);
@@ -992,7 +1033,7 @@ impl Sim<'_> {
                     }
                 ));
                 if !awaiting {
-                    self.fx_send(&[id], "the redelivery");
+                    self.fx_send(&[id], "the operator's redelivery");
                 }
             }
             Err(e) => self.trace(format!("operator: redeliver {l} failed ({e})")),
@@ -1003,7 +1044,7 @@ impl Sim<'_> {
 
     /// After the deliveries' final checks: faults off, the order system healthy; the lane
     /// runs (the sweeper at its cron times) until nothing is queued and the sweeper finds
-    /// nothing to claim. Then (b) and (c).
+    /// nothing to claim. Then (b), (c) and (h).
     pub(super) fn effects_drain_and_check(&mut self) {
         self.trace("— effects: drain with the order system healthy —".into());
         let mut actions = 0;
@@ -1030,11 +1071,6 @@ impl Sim<'_> {
                 ));
                 return;
             }
-            // only waits on dead effects left, nothing else to send: they stay pending until an
-            // operator redelivers the dead one (looked at again at most hourly meanwhile)
-            if self.fx_only_parked() && self.claimable_pending() == 0 {
-                break;
-            }
             if self.fx_step() {
                 actions += 1;
                 swept_idle = false;
@@ -1051,7 +1087,6 @@ impl Sim<'_> {
                 self.fx.next_cron += CRON_MS;
                 self.fx_sweep();
                 actions += 1;
-                // idle once the claim found nothing and nothing was queued
                 swept_idle = self.fx.quiet();
                 // a claim may only find effects handed over > 300 s ago: one more cron
                 if swept_idle && self.claimable_pending() > 0 {
@@ -1063,28 +1098,41 @@ impl Sim<'_> {
             clock::set_now_ms(t.max(self.now() + 1));
         }
         self.check_delivered_received("at quiescence");
-        // (c) every effect delivered or dead, but a fulfilment whose order_ref was never learned
-        let rows = self.db.inspect(concat!(
-            "SELECT e.resource_id, e.kind, e.dispatch, e.order_ref, e.attempts, \
-                   e.last_error, ",
-            held_back!(),
-            " AS parked FROM effect e ORDER BY e.id"
-        ));
+        self.check_settled();
+        self.check_refunds_reach_the_order_system();
+        let count =
+            |sim: &mut Self, sql: &str| sim.db.inspect(sql).int(0, "n").unwrap_or(0) as usize;
+        self.fx.stats.delivered += count(
+            self,
+            "SELECT count(*) AS n FROM effect WHERE dispatch = 'delivered'",
+        );
+        self.fx.stats.effects += count(self, "SELECT count(*) AS n FROM effect");
+        self.fx.stats.cancelled += count(
+            self,
+            "SELECT count(*) AS n FROM effect WHERE dispatch = 'cancelled'",
+        );
+        self.fx.stats.cancelled_and_revoked += count(
+            self,
+            "SELECT count(*) AS n FROM effect f JOIN effect r ON r.resource_id = f.resource_id \
+               AND r.kind = 'revocation' WHERE f.dispatch = 'cancelled'",
+        );
+    }
+
+    /// (c) at quiescence every effect is delivered, dead or cancelled (none forgotten pending),
+    /// but a fulfilment whose order_ref was never learned (by design it waits for it).
+    fn check_settled(&mut self) {
+        let rows = self.db.inspect(
+            "SELECT resource_id, kind, dispatch, order_ref, attempts, last_error FROM effect \
+             ORDER BY id",
+        );
         for i in 0..rows.rows.len() {
             let dispatch = rows.text(i, "dispatch").unwrap_or_default();
-            if dispatch == "delivered" || dispatch == "dead" {
+            if ["delivered", "dead", "cancelled"].contains(&dispatch.as_str()) {
                 continue;
             }
             let kind = rows.text(i, "kind").unwrap_or_default();
             if kind == "fulfilment" && rows.text(i, "order_ref").is_none() {
                 self.fx.stats.awaiting_order_ref_at_end += 1;
-                continue;
-            }
-            if rows.int(i, "parked") == Some(1) {
-                // waits for an earlier effect of its resource that is dead, or a fulfilment that
-                // still lacks its order_ref: held back, by design, until an operator redelivers
-                // the dead one or the order_ref is learned
-                self.fx.stats.parked_at_end += 1;
                 continue;
             }
             self.violation(format!(
@@ -1095,57 +1143,68 @@ impl Sim<'_> {
                 rows.text(i, "last_error")
             ));
         }
-        let lost = self.db.inspect(
-            "SELECT r.resource_id, r.last_error FROM effect r JOIN effect f \
-               ON f.resource_id = r.resource_id AND f.kind = 'fulfilment' \
-             WHERE r.kind = 'revocation' AND r.dispatch = 'dead' AND f.dispatch = 'delivered' \
-             ORDER BY r.id",
-        );
-        for i in 0..lost.rows.len() {
-            self.fx.stats.fulfilled_revocation_dead += 1;
-            self.trace(format!(
-                "note: {}'s fulfilment is delivered, its revocation dead ({:?}): visible and \
-                 redeliverable, as any dead effect",
-                lost.text(i, "resource_id").unwrap_or_default(),
-                lost.text(i, "last_error")
-            ));
-        }
-        let delivered = self
-            .db
-            .inspect("SELECT count(*) AS n FROM effect WHERE dispatch = 'delivered'")
-            .int(0, "n")
-            .unwrap_or(0);
-        self.fx.stats.delivered += delivered as usize;
-        self.fx.stats.effects += self
-            .db
-            .inspect("SELECT count(*) AS n FROM effect")
-            .int(0, "n")
-            .unwrap_or(0) as usize;
     }
 
-    /// Nothing left but waits on a dead earlier effect (each looked at again, at most hourly,
-    /// until an operator redelivers the dead one): the drain is over.
-    fn fx_only_parked(&self) -> bool {
-        if !self.fx.dlq.is_empty() || !self.fx.actors.is_empty() || self.fx.queue.is_empty() {
-            return false;
+    /// (h) Every fulfilment the order system took for a refunded invoice is followed by the
+    /// revocation it took: a refund always reaches whoever may ship the goods. A revocation
+    /// dead by its own ladder (16 hours of failures, checked by (g)) is visible, alerted and
+    /// redeliverable: counted, not a violation.
+    fn check_refunds_reach_the_order_system(&mut self) {
+        let refunded = self
+            .db
+            .inspect("SELECT id FROM resource WHERE kind = 'invoice' AND status = 'refunded'");
+        for i in 0..refunded.rows.len() {
+            let inv = refunded.text(i, "id").unwrap_or_default();
+            let position = |kind: &str, last: bool| {
+                let mut it = self
+                    .fx
+                    .received
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| x.resource == inv && x.kind == kind)
+                    .map(|(i, _)| i);
+                if last {
+                    it.next_back()
+                } else {
+                    it.next()
+                }
+            };
+            let Some(fulfilled) = position("fulfilment", true) else {
+                continue;
+            };
+            match position("revocation", false) {
+                Some(revoked) if revoked > fulfilled => {}
+                Some(_) => self.violation(format!(
+                    "(h) the order system took {inv}'s fulfilment after its revocation"
+                )),
+                None => {
+                    let dead = self
+                        .db
+                        .inspect(&format!(
+                            "SELECT count(*) AS n FROM effect WHERE resource_id = '{inv}' \
+                             AND kind = 'revocation' AND dispatch = 'dead'"
+                        ))
+                        .int(0, "n")
+                        == Some(1);
+                    if dead {
+                        self.fx.stats.fulfilled_revocation_dead += 1;
+                    } else {
+                        self.violation(format!(
+                            "(h) the order system took {inv}'s fulfilment; the invoice is \
+                             refunded and no revocation reached it"
+                        ));
+                    }
+                }
+            }
         }
-        let parked = self.db.inspect(concat!(
-            "SELECT e.effect_id FROM effect e WHERE e.dispatch = 'pending' AND ",
-            held_back!()
-        ));
-        let parked: Vec<String> = (0..parked.rows.len())
-            .filter_map(|i| parked.text(i, "effect_id"))
-            .collect();
-        self.fx.queue.iter().all(|m| parked.contains(&m.id))
     }
 
     fn claimable_pending(&self) -> i64 {
         self.db
-            .inspect(concat!(
-                "SELECT count(*) AS n FROM effect e WHERE dispatch = 'pending' \
-                     AND (kind <> 'fulfilment' OR order_ref IS NOT NULL) AND NOT ",
-                held_back!()
-            ))
+            .inspect(
+                "SELECT count(*) AS n FROM effect WHERE dispatch = 'pending' \
+                 AND (kind <> 'fulfilment' OR order_ref IS NOT NULL)",
+            )
             .int(0, "n")
             .unwrap_or(0)
     }

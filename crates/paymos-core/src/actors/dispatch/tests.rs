@@ -1,0 +1,362 @@
+use super::*;
+use crate::rows::EffectRow;
+
+const T0: i64 = 1_764_450_000; // 2025-11-29T21:00:00Z
+fn iso(t: i64) -> String {
+    // SQLite's text for unix seconds (time::iso_minute gives the minute; add the seconds)
+    format!(
+        "{}:{:02}.000Z",
+        crate::time::iso_minute(t),
+        t.rem_euclid(60)
+    )
+}
+
+fn effect(kind: &str) -> EffectRow {
+    EffectRow {
+        seq: 1,
+        id: format!("eff_{kind}"),
+        kind: kind.into(),
+        resource_id: "inv_1".into(),
+        created_at: iso(T0),
+        license_code: Some("LIC".into()),
+        order_ref: Some("order_1".into()),
+        amount: None,
+        currency: None,
+        cause: "evt_1".into(),
+        dispatch: "pending".into(),
+        attempts: 0,
+        rung: 0,
+        next_attempt_at: None,
+        last_error: None,
+        delivered_at: None,
+        first_attempt_at: None,
+        attempt_started_at: None,
+        awaiting_order_ref: false,
+    }
+}
+
+fn row(e: EffectRow) -> DispatchRow {
+    DispatchRow {
+        effect: e,
+        earlier_undelivered: 0,
+        earlier_attempt_started_at: None,
+    }
+}
+
+fn settings() -> Settings {
+    Settings {
+        scale: 1.0,
+        timeout_ms: 10_000,
+        mutation: Mutation::default(),
+    }
+}
+
+#[test]
+fn before_any_request() {
+    let s = settings();
+    let push = Push::To;
+    assert_eq!(before(None, &push, &s, T0), Before::Done("missing", None));
+    let mut e = effect("fulfilment");
+    assert_eq!(before(Some(&row(e.clone())), &push, &s, T0), Before::Start);
+    for d in ["delivered", "dead", "cancelled"] {
+        e.dispatch = d.into();
+        assert_eq!(
+            before(Some(&row(e.clone())), &push, &s, T0),
+            Before::Done("already_dispatched", Some(d.into()))
+        );
+    }
+    e.dispatch = "pending".into();
+    e.awaiting_order_ref = true;
+    assert_eq!(
+        before(Some(&row(e.clone())), &push, &s, T0),
+        Before::Done("awaiting_order_ref", None)
+    );
+    e.awaiting_order_ref = false;
+    assert_eq!(
+        before(Some(&row(e.clone())), &Push::Pull, &s, T0),
+        Before::Done("pending_pull", None)
+    );
+    assert_eq!(
+        before(
+            Some(&row(e.clone())),
+            &Push::Unusable("plain http".into()),
+            &s,
+            T0
+        ),
+        Before::Done("not_configured", Some("plain http".into()))
+    );
+    // a scheduled retry: not due 60 s early, due 2 s early (the clocks' slack)
+    e.next_attempt_at = Some(iso(T0 + 60));
+    assert_eq!(
+        before(Some(&row(e.clone())), &push, &s, T0),
+        Before::NotDue(58)
+    );
+    assert_eq!(
+        before(Some(&row(e.clone())), &push, &s, T0 + 58),
+        Before::Start
+    );
+    // another copy's attempt may be in flight for the timeout and 5 s more
+    e.next_attempt_at = None;
+    e.attempt_started_at = Some(iso(T0));
+    assert_eq!(
+        before(Some(&row(e.clone())), &push, &s, T0 + 14),
+        Before::Done("attempt_in_flight", None)
+    );
+    assert_eq!(
+        before(Some(&row(e.clone())), &push, &s, T0 + 15),
+        Before::Start
+    );
+}
+
+#[test]
+fn a_revocation_waits_for_its_fulfilment_and_for_its_last_attempt() {
+    let s = settings();
+    let mut r = row(effect("revocation"));
+    r.earlier_undelivered = 1;
+    assert_eq!(before(Some(&r), &Push::To, &s, T0 + 600), Before::Wait(60));
+    // the fulfilment was cancelled by the refund, its last attempt started 3 s ago: the
+    // revocation goes once that attempt is past its timeout
+    r.earlier_undelivered = 0;
+    r.earlier_attempt_started_at = Some(iso(T0));
+    assert_eq!(before(Some(&r), &Push::To, &s, T0 + 3), Before::Wait(12));
+    assert_eq!(before(Some(&r), &Push::To, &s, T0 + 15), Before::Start);
+    // the teeth's mutation lets it overtake
+    let mut m = settings();
+    m.mutation.ignore_earlier_in_flight = true;
+    assert_eq!(before(Some(&r), &Push::To, &m, T0 + 3), Before::Start);
+}
+
+fn started(rung: i64, first: i64) -> StartedAttempt {
+    StartedAttempt {
+        effect_id: "eff_fulfilment".into(),
+        attempts: rung,
+        rung,
+        first_attempt_at: Some(iso(first)),
+    }
+}
+
+#[test]
+fn the_ladder_lasts_16_hours_from_the_first_attempt_whatever_the_count() {
+    let s = settings();
+    let err = Err("the order system answered 503".to_string());
+    assert_eq!(after(&started(1, T0), &Ok(()), &s, T0), After::Delivered);
+    assert_eq!(
+        after(&started(1, T0), &err, &s, T0),
+        After::Retry {
+            delay: 10,
+            error: "the order system answered 503".into()
+        }
+    );
+    // the count is spent at the 13th attempt; 16 h 18 min in, dead
+    let end = T0 + 16 * 3600 + 18 * 60;
+    assert!(matches!(
+        after(&started(13, T0), &err, &s, end),
+        After::Dead { .. }
+    ));
+    // spent early (rungs skipped): retried until 16 hours have passed
+    assert_eq!(
+        after(&started(13, T0), &err, &s, T0 + 3600),
+        After::Retry {
+            delay: 12 * 3600,
+            error: "the order system answered 503".into()
+        }
+    );
+    assert_eq!(
+        after(&started(14, T0), &err, &s, T0 + 15 * 3600),
+        After::Retry {
+            delay: 3600,
+            error: "the order system answered 503".into()
+        }
+    );
+    // scaled: 16 minutes at 1/60
+    let fast = Settings {
+        scale: 1.0 / 60.0,
+        ..s
+    };
+    assert_eq!(fast.min_retry_seconds(), 960);
+    assert!(matches!(
+        after(&started(13, T0), &err, &fast, T0 + 960),
+        After::Dead { .. }
+    ));
+    assert!(matches!(
+        after(&started(13, T0), &err, &fast, T0 + 959),
+        After::Retry { .. }
+    ));
+    // the teeth's mutation ends the ladder on its count
+    let mut m = settings();
+    m.mutation.ignore_schedule = true;
+    assert!(matches!(
+        after(&started(13, T0), &err, &m, T0 + 60),
+        After::Dead { .. }
+    ));
+}
+
+#[test]
+fn the_dead_letter_queue_hands_a_pending_effect_back() {
+    assert_eq!(dead_letter(None, T0), DeadLetter::Done("missing"));
+    let mut e = effect("fulfilment");
+    assert_eq!(
+        dead_letter(Some(&row(e.clone())), T0),
+        DeadLetter::Requeue(1)
+    );
+    e.next_attempt_at = Some(iso(T0 + 600));
+    assert_eq!(
+        dead_letter(Some(&row(e.clone())), T0),
+        DeadLetter::Requeue(600)
+    );
+    e.dispatch = "dead".into();
+    assert_eq!(
+        dead_letter(Some(&row(e)), T0),
+        DeadLetter::Done("already_dispatched")
+    );
+}
+
+fn msg(id: &str, attempts: u32) -> Message {
+    Message {
+        effect_id: id.into(),
+        attempts,
+    }
+}
+
+/// A batch walked as a driver walks it: the load, the start, the posts, the record, the
+/// answers; the statements are the shared ones, in that order.
+#[test]
+fn a_batch_starts_before_it_posts_and_answers_every_message() {
+    let mut b = Batch::new(
+        vec![
+            msg("eff_fulfilment", 1),
+            msg("eff_settlement", 2),
+            msg("eff_fulfilment", 1),
+            msg("eff_gone", 1),
+        ],
+        Push::To,
+        settings(),
+    );
+    assert_eq!(
+        b.effect_ids(),
+        ["eff_fulfilment", "eff_settlement", "eff_gone"]
+    );
+    let Step::Load(load) = b.next(T0) else {
+        panic!()
+    };
+    assert_eq!(load.statement.name, "LOAD_EFFECTS_FOR_DISPATCH");
+    let mut settlement = effect("settlement");
+    settlement.next_attempt_at = Some(iso(T0 + 100));
+    b.loaded(vec![row(effect("fulfilment")), row(settlement)], T0);
+    let Step::Start(start) = b.next(T0) else {
+        panic!()
+    };
+    assert_eq!(start.statement.name, "START_ATTEMPTS");
+    assert_eq!(start.args[0], Arg::json_list(&["eff_fulfilment"]));
+    assert_eq!(start.args[1], Arg::text("-15 seconds"));
+    // nothing is posted before the start returns it
+    b.started(vec![started(1, T0)]);
+    let Step::Post(posts) = b.next(T0) else {
+        panic!()
+    };
+    assert_eq!(posts.len(), 1);
+    assert_eq!(posts[0].0, "eff_fulfilment");
+    let body: serde_json::Value = serde_json::from_str(&posts[0].1).unwrap();
+    assert_eq!(body["license_code"], "LIC");
+    b.posted(
+        "eff_fulfilment",
+        Err("the order system answered 500".into()),
+    );
+    let Step::Record(record) = b.next(T0 + 1) else {
+        panic!()
+    };
+    let names: Vec<&str> = record.iter().map(|r| r.statement.name).collect();
+    assert_eq!(names, ["RECORD_EFFECT_FAILURE"]);
+    assert_eq!(record[0].args[2], Arg::text("+10 seconds"));
+    b.recorded(vec![false]);
+    let Step::Answer(replies) = b.next(T0 + 1) else {
+        panic!()
+    };
+    let answers: Vec<(Answer, &str)> = replies.iter().map(|r| (r.answer, r.outcome)).collect();
+    assert_eq!(
+        answers,
+        [
+            (Answer::Retry(10), "retry"),
+            (Answer::Retry(98), "not_due"),
+            (Answer::Ack, "duplicate_message"),
+            (Answer::Ack, "missing"),
+        ]
+    );
+    assert_eq!(b.next(T0 + 1), Step::Done);
+}
+
+#[test]
+fn a_start_that_returns_nothing_posts_nothing() {
+    // the refund cancelled the fulfilment between the load and the start
+    let mut b = Batch::new(vec![msg("eff_fulfilment", 1)], Push::To, settings());
+    let _ = b.next(T0);
+    b.loaded(vec![row(effect("fulfilment"))], T0);
+    assert!(matches!(b.next(T0), Step::Start(_)));
+    b.started(vec![]);
+    let Step::Answer(replies) = b.next(T0) else {
+        panic!()
+    };
+    assert_eq!(replies[0].outcome, "not_started");
+    assert_eq!(replies[0].answer, Answer::Ack);
+}
+
+#[test]
+fn a_wait_is_deferred_and_held_by_one_message() {
+    let mut r = row(effect("revocation"));
+    r.earlier_undelivered = 1;
+    let mut b = Batch::new(vec![msg("eff_revocation", 1)], Push::To, settings());
+    let _ = b.next(T0);
+    b.loaded(vec![r.clone()], T0);
+    let Step::Record(record) = b.next(T0) else {
+        panic!()
+    };
+    assert_eq!(record[0].statement.name, "DEFER_EFFECT");
+    b.recorded(vec![true]);
+    let Step::Answer(replies) = b.next(T0) else {
+        panic!()
+    };
+    assert_eq!(replies[0].answer, Answer::AckAndSendAfter(10));
+    // a copy finding the wait held sends nothing
+    let mut b = Batch::new(vec![msg("eff_revocation", 1)], Push::To, settings());
+    let _ = b.next(T0);
+    b.loaded(vec![r], T0);
+    let _ = b.next(T0);
+    b.recorded(vec![false]);
+    let Step::Answer(replies) = b.next(T0) else {
+        panic!()
+    };
+    assert_eq!(replies[0].answer, Answer::Ack);
+}
+
+#[test]
+fn a_d1_failure_retries_every_message_on_the_queues_count() {
+    let mut b = Batch::new(vec![msg("eff_a", 1), msg("eff_b", 3)], Push::To, settings());
+    let replies = b.db_failed("D1_ERROR: overloaded");
+    let answers: Vec<Answer> = replies.iter().map(|r| r.answer).collect();
+    assert_eq!(answers, [Answer::Retry(10), Answer::Retry(60)]);
+    assert_eq!(b.next(T0), Step::Done);
+}
+
+#[test]
+fn the_mutation_records_the_attempt_after_the_request() {
+    let mut s = settings();
+    s.mutation.attempt_after_request = true;
+    let mut b = Batch::new(vec![msg("eff_fulfilment", 1)], Push::To, s);
+    let _ = b.next(T0);
+    b.loaded(vec![row(effect("fulfilment"))], T0);
+    // posted first
+    let Step::Post(posts) = b.next(T0) else {
+        panic!()
+    };
+    assert_eq!(posts.len(), 1);
+    b.posted("eff_fulfilment", Ok(()));
+    let Step::Start(start) = b.next(T0) else {
+        panic!()
+    };
+    assert_eq!(start.statement.name, "START_ATTEMPTS");
+    b.started(vec![]);
+    let Step::Record(record) = b.next(T0) else {
+        panic!()
+    };
+    assert_eq!(record[0].statement.name, "MARK_EFFECT_DELIVERED");
+}

@@ -1,0 +1,165 @@
+//! Rows as the shared statements return them, typed once for both drivers: the Worker reads
+//! D1's results into them, the simulator reads SQLite's (through `serde_json`). The actors'
+//! step functions (`crate::actors`) take these, never a driver's own row type.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// SQLite has no boolean: a `0`/`1` column (D1 gives a JS number, SQLite an integer, JSON may
+/// give either or `true`/`false`).
+pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Flag {
+        Bool(bool),
+        Int(i64),
+        Float(f64),
+    }
+    Ok(match Option::<Flag>::deserialize(d)? {
+        None => false,
+        Some(Flag::Bool(b)) => b,
+        Some(Flag::Int(i)) => i != 0,
+        Some(Flag::Float(f)) => f != 0.0,
+    })
+}
+
+/// An integer column that D1 may hand over as a float (a JS number).
+pub fn int<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    Ok(opt_int(d)?.unwrap_or(0))
+}
+
+/// An optional integer column, as [`int`].
+pub fn opt_int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Num {
+        Int(i64),
+        Float(f64),
+    }
+    Ok(Option::<Num>::deserialize(d)?.map(|n| match n {
+        Num::Int(i) => i,
+        Num::Float(f) => f as i64,
+    }))
+}
+
+/// A delivery as the archive shows it (`delivery_columns!`, and the body where loaded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryRow {
+    pub event_id: String,
+    pub resource_id: String,
+    pub event_type: String,
+    pub received_at: String,
+    pub processed_at: Option<String>,
+    pub outcome: Option<String>,
+    /// Failed consumer attempts recorded in this generation (D1 reachable to record them).
+    #[serde(deserialize_with = "int")]
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub enqueued_at: Option<String>,
+    #[serde(deserialize_with = "int")]
+    pub replays: i64,
+    /// Why it ended as it did when the outcome alone does not say (e.g. `livemode_mismatch`).
+    pub reason: Option<String>,
+    #[serde(deserialize_with = "int")]
+    pub generation: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+}
+
+/// An effect and its place in the outbox (`effect_columns!`: the admin API, the feed, the
+/// dispatcher).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectRow {
+    /// The feed's position (the row's sequence number), the cursor of `GET /admin/api/effects`.
+    #[serde(skip_serializing, deserialize_with = "int")]
+    pub seq: i64,
+    /// `eff_…`, stable on every attempt and redelivery.
+    pub id: String,
+    pub kind: String,
+    pub resource_id: String,
+    pub created_at: String,
+    pub license_code: Option<String>,
+    pub order_ref: Option<String>,
+    pub amount: Option<String>,
+    pub currency: Option<String>,
+    pub cause: String,
+    /// `pending`, `delivered`, `dead` or `cancelled`.
+    pub dispatch: String,
+    /// Requests started to the order system (each committed before it starts), in all: never
+    /// reset, so a refund knows whether the order system may hold the effect.
+    #[serde(deserialize_with = "int")]
+    pub attempts: i64,
+    /// Attempts on the current retry ladder (an operator's redelivery starts a fresh one).
+    #[serde(default, deserialize_with = "int")]
+    pub rung: i64,
+    pub next_attempt_at: Option<String>,
+    pub last_error: Option<String>,
+    pub delivered_at: Option<String>,
+    /// When the first attempt started: the ladder's 16 hours count from it.
+    #[serde(default)]
+    pub first_attempt_at: Option<String>,
+    /// When the attempt in flight started (NULL once its outcome is recorded): it may still
+    /// reach the order system until the timeout after it.
+    #[serde(default)]
+    pub attempt_started_at: Option<String>,
+    /// A fulfilment made before its order_ref was known: not sent until it is.
+    #[serde(deserialize_with = "flag")]
+    pub awaiting_order_ref: bool,
+}
+
+/// An effect as the dispatcher loads it (`LOAD_EFFECTS_FOR_DISPATCH`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct DispatchRow {
+    #[serde(flatten)]
+    pub effect: EffectRow,
+    /// Earlier effects of the same resource neither delivered nor cancelled (a revocation is
+    /// not sent before the fulfilment it revokes is settled).
+    #[serde(deserialize_with = "int")]
+    pub earlier_undelivered: i64,
+    /// The last attempt started for an earlier, cancelled effect of the resource: it may be
+    /// in flight until the timeout has passed (a fulfilment attempted just before its refund).
+    #[serde(default)]
+    pub earlier_attempt_started_at: Option<String>,
+}
+
+/// What `START_ATTEMPTS` returns for an effect whose attempt it committed.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct StartedAttempt {
+    pub effect_id: String,
+    /// Attempts started, this one included.
+    #[serde(deserialize_with = "int")]
+    pub attempts: i64,
+    /// This attempt's rung on the current ladder.
+    #[serde(deserialize_with = "int")]
+    pub rung: i64,
+    /// When the current ladder's first attempt started.
+    pub first_attempt_at: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn flags_and_integers_read_from_either_driver() {
+        #[derive(Deserialize)]
+        struct R {
+            #[serde(deserialize_with = "flag")]
+            f: bool,
+            #[serde(deserialize_with = "int")]
+            n: i64,
+            #[serde(default, deserialize_with = "opt_int")]
+            o: Option<i64>,
+        }
+        for (v, f, n, o) in [
+            (json!({"f": 1, "n": 3, "o": null}), true, 3, None),
+            (json!({"f": 0.0, "n": 3.0, "o": 2.0}), false, 3, Some(2)),
+            (json!({"f": true, "n": -1}), true, -1, None),
+            (json!({"f": null, "n": 0}), false, 0, None),
+        ] {
+            let r: R = serde_json::from_value(v).unwrap();
+            assert_eq!((r.f, r.n, r.o), (f, n, o));
+        }
+        assert!(serde_json::from_value::<R>(json!({"f": "yes", "n": 1})).is_err());
+    }
+}
