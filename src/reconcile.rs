@@ -1,58 +1,26 @@
-//! Reconciliation against the provider API (CONTRACT §6): a paid invoice with no
-//! `invoice.paid` on record is a subscription or firewall problem, reported and brought to
-//! paid through the guard; one whose `invoice.paid` is on record but dead or stuck
-//! unprocessed is reported too (nothing shipped); more than one effect of a kind is a key
-//! problem, reported.
-//!
-//! Bounded: a run never does more than one invocation may. It walks pages while its budget
-//! (D1 queries + subrequests) lasts, keeps its cursor in `reconciliation_run`, and the next
-//! cron invocation continues it. A page that does not move the cursor forward, or a provider
-//! error part-way, ends the run `truncated` with what was checked.
+//! Reconciliation against the provider API (CONTRACT §6), driven here over D1 and `fetch`;
+//! the walk's decisions are the core's (`paymos_core::actors::reconcile::Walk`): one run walks
+//! at a time under a lease in D1, page by page within the invocation's budget, a paid invoice
+//! with no `invoice.paid` on record that was processed `applied` or `stale` is reported
+//! `missing` and brought to paid through the guard, and a page that does not move the walk
+//! forward, or a provider error part-way, ends the run `truncated` with what was checked.
+//! More than one effect of a kind is a key problem, reported.
 
 use crate::error::{AppError, AppResult};
 use crate::transition::{self, Change};
 use crate::{config, log, sql};
+use futures_util::future::{select, Either};
+use paymos_core::actors::reconcile::{
+    Ended, OnRecord, ProviderPage, RunRow, Seen, Step, Walk, CAUSE, PROVIDER_TIMEOUT_MS,
+};
 use paymos_core::{CauseKind, ResourceKind, State};
-use serde::Deserialize;
 use serde_json::{json, Value};
-use worker::{D1Database, Date, Env, Fetch, Headers, Method, Request, RequestInit};
+use std::time::Duration;
+use worker::{
+    AbortController, D1Database, Date, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
+};
 
-/// How far back a daily (or default manual) run looks: `paid_since` = now − 7 days.
-pub const WINDOW_SECONDS: i64 = 7 * 24 * 3600;
-/// Queries kept back for closing an invocation's share of a run: the doubled-effects query,
-/// the finish write and the report (opening a run is counted when it happens).
-const RESERVE: u32 = 4;
-
-/// Why `run` was called.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Start {
-    /// The daily cron: a new run over the last 7 days.
-    Daily,
-    /// An operator's `POST /admin/api/reconcile`: a new run, the last 7 days or everything.
-    Manual { full: bool },
-    /// Any other cron: continue an unfinished run, if there is one.
-    ContinueOnly,
-}
-
-#[derive(Deserialize)]
-struct InvoicePage {
-    data: Vec<ProviderInvoice>,
-    #[serde(default)]
-    has_more: bool,
-}
-
-#[derive(Deserialize)]
-struct ProviderInvoice {
-    id: String,
-    #[serde(default)]
-    status: Option<String>,
-    #[serde(default)]
-    amount: Option<String>,
-    #[serde(default)]
-    currency: Option<String>,
-    #[serde(default)]
-    order_ref: Option<String>,
-}
+pub use paymos_core::actors::reconcile::Start;
 
 struct Provider {
     base: String,
@@ -73,11 +41,12 @@ impl Provider {
         Ok(Provider { base, key })
     }
 
+    /// One page, within [`PROVIDER_TIMEOUT_MS`].
     async fn page(
         &self,
         after: Option<&str>,
         paid_since: Option<i64>,
-    ) -> Result<InvoicePage, String> {
+    ) -> Result<ProviderPage, String> {
         let mut url = format!(
             "{}/v1/invoices?status=paid&limit=100",
             self.base.trim_end_matches('/')
@@ -89,18 +58,32 @@ impl Provider {
             url.push_str("&starting_after=");
             url.push_str(&paymos_core::outbound::encode_query_value(a));
         }
-        let send = async {
-            let headers = Headers::new();
-            headers.set("Authorization", &format!("Bearer {}", self.key))?;
-            let mut init = RequestInit::new();
-            init.with_method(Method::Get).with_headers(headers);
-            Fetch::Request(Request::new_with_init(&url, &init)?)
-                .send()
-                .await
+        let headers = Headers::new();
+        let auth = format!("Bearer {}", self.key);
+        headers
+            .set("Authorization", &auth)
+            .map_err(|e| e.to_string())?;
+        let mut init = RequestInit::new();
+        init.with_method(Method::Get).with_headers(headers);
+        let request = Request::new_with_init(&url, &init).map_err(|e| e.to_string())?;
+        let controller = AbortController::default();
+        let signal = controller.signal();
+        let fetch = Fetch::Request(request);
+        let send = fetch.send_with_signal(&signal);
+        let timeout = Delay::from(Duration::from_millis(PROVIDER_TIMEOUT_MS));
+        futures_util::pin_mut!(send);
+        let mut resp = match select(send, timeout).await {
+            Either::Left((Ok(resp), _)) => resp,
+            Either::Left((Err(e), _)) => {
+                return Err(format!("the provider API could not be reached: {e}"))
+            }
+            Either::Right(((), _)) => {
+                controller.abort();
+                return Err(format!(
+                    "the provider API did not answer within {PROVIDER_TIMEOUT_MS} ms"
+                ));
+            }
         };
-        let mut resp = send
-            .await
-            .map_err(|e| format!("the provider API could not be reached: {e}"))?;
         if resp.status_code() != 200 {
             return Err(format!("the provider API answered {}", resp.status_code()));
         }
@@ -110,80 +93,135 @@ impl Provider {
     }
 }
 
-/// Counts what this invocation has spent.
-struct Budget {
-    limit: u32,
-    used: u32,
-}
-
-impl Budget {
-    fn left(&self) -> u32 {
-        self.limit.saturating_sub(self.used)
-    }
-    fn spend(&mut self, n: u32) {
-        self.used += n;
-    }
+fn now_seconds() -> i64 {
+    (Date::now().as_millis() / 1000) as i64
 }
 
 /// Runs (or continues) reconciliation within `budget` D1 queries + subrequests and returns
-/// its report; `None` when asked only to continue and no run is open.
+/// its report; `None` when asked only to continue and no run is open (or another invocation
+/// walks one right now).
 pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value>> {
     let db = sql::database(env)?;
-    let mut budget = Budget {
-        limit: budget.max(RESERVE + 5),
-        used: 0,
+    // checked before a run is opened: a deployment without the API says so every time
+    let provider = match start {
+        Start::ContinueOnly => None,
+        _ => Some(Provider::from_env(env)?),
     };
-    let (run, fresh) = match start {
-        Start::ContinueOnly => {
-            budget.spend(1);
-            match sql::open_reconciliation(&db).await? {
-                Some(run) => (run, false),
-                None => return Ok(None),
+    let holder = transition::hex(&transition::random_bytes::<16>()?);
+    let mut walk = Walk::new(start, holder, budget, now_seconds());
+    let ended = drive(env, &db, &mut walk, provider).await?;
+    match ended {
+        Ended::NothingToDo => Ok(None),
+        Ended::LeaseHeld => {
+            log::line(
+                "reconcile",
+                "-",
+                "lease_held",
+                Some("another invocation walks a run"),
+            );
+            match start {
+                Start::ContinueOnly | Start::Daily => Ok(None),
+                Start::Manual { .. } => Err(AppError::Conflict(
+                    "reconciliation_running",
+                    "a reconciliation walk is in progress in another invocation; its report: \
+                     GET /admin/api/reconcile"
+                        .into(),
+                )),
             }
         }
-        Start::Daily | Start::Manual { .. } => {
-            let full = matches!(start, Start::Manual { full: true });
-            let now = (Date::now().as_millis() / 1000) as i64;
-            let paid_since = (!full).then_some(now - WINDOW_SECONDS);
-            // checked before a run is opened: a deployment without the API says so every time
-            let _ = Provider::from_env(env)?;
-            budget.spend(1);
-            (
-                sql::start_reconciliation(&db, full, paid_since).await?,
-                true,
-            )
+        Ended::ProviderFailed { error, .. } => {
+            log::line("reconcile", "-", "provider_error", Some(&error));
+            Err(AppError::Upstream(error))
         }
-    };
-    let provider = match Provider::from_env(env) {
-        Ok(p) => p,
-        Err(e) => {
-            sql::finish_reconciliation(&db, run.id, "failed", Some(e.code())).await?;
-            return Err(e);
+        Ended::Walked { state, error, .. } => {
+            let run = walk.run().expect("walked").clone();
+            let report = report(&db, &run, state, error.as_deref()).await?;
+            log::line("reconcile", "-", &summary(&report), error.as_deref());
+            Ok(Some(report))
         }
-    };
-    let mut state = walk(&db, &provider, &run, &mut budget, env).await?;
-    if state.provider_error.is_some() && fresh && run.pages == 0 && state.pages == 0 {
-        // nothing was checked at all: the provider's failure is the answer (502), on record
-        let message = state.provider_error.take().unwrap_or_default();
-        sql::finish_reconciliation(&db, run.id, "failed", Some(&message)).await?;
-        log::line("reconcile", "-", "provider_error", Some(&message));
-        return Err(AppError::Upstream(message));
     }
-    let (final_state, error) = if let Some(e) = state.provider_error.take() {
-        ("truncated", Some(e))
-    } else if let Some(e) = state.stuck.take() {
-        ("truncated", Some(e))
-    } else if state.finished {
-        ("done", None)
-    } else {
-        ("running", None)
-    };
-    if final_state != "running" {
-        sql::finish_reconciliation(&db, run.id, final_state, error.as_deref()).await?;
+}
+
+/// Walks through the core's steps until it is over.
+async fn drive(
+    env: &Env,
+    db: &D1Database,
+    walk: &mut Walk,
+    mut provider: Option<Provider>,
+) -> AppResult<Ended> {
+    loop {
+        match walk.step() {
+            Step::Acquire(b) => walk.leased(sql::returned_row(db, b).await?),
+            Step::Open(statements) => {
+                let results = sql::run_batch(db, &statements).await?;
+                let run: Option<RunRow> = sql::rows_of(&results, statements.len() - 1)?
+                    .into_iter()
+                    .next();
+                if run.is_some() && provider.is_none() {
+                    // a continuation: the API must still be there
+                    match Provider::from_env(env) {
+                        Ok(p) => provider = Some(p),
+                        Err(e) => {
+                            walk.opened(run);
+                            walk.fetched(Err(e.message().unwrap_or_else(|| e.code().to_string())));
+                            continue;
+                        }
+                    }
+                }
+                walk.opened(run);
+            }
+            Step::Fetch {
+                starting_after,
+                paid_since,
+            } => {
+                let p = provider.as_ref().expect("a provider for an opened run");
+                walk.fetched(p.page(starting_after.as_deref(), paid_since).await);
+            }
+            Step::Lookup(statements) => {
+                let results = sql::run_batch(db, &statements).await?;
+                let seen: Vec<Seen> = sql::rows_of(&results, 0)?;
+                let on_record: Vec<OnRecord> = sql::rows_of(&results, 1)?;
+                walk.looked_up(seen, on_record);
+            }
+            Step::BringToPaid(invoice) => {
+                let result = transition::apply(
+                    db,
+                    &Change {
+                        resource_id: &invoice.id,
+                        kind: ResourceKind::Invoice,
+                        to: State::Paid,
+                        order_ref: invoice.order_ref.as_deref(),
+                        amount: invoice.amount.as_deref(),
+                        currency: invoice.currency.as_deref(),
+                        cause_kind: CauseKind::Reconciliation,
+                        cause: CAUSE,
+                        delivery: None,
+                        pull: config::pull_mode(env),
+                    },
+                )
+                .await?;
+                crate::effects::send_released(env, &result.released).await;
+                walk.brought(
+                    result.applied,
+                    result.status.map(|s| s.as_str().to_string()),
+                );
+            }
+            Step::Record(statements) => {
+                let results = sql::run_batch(db, &statements).await?;
+                let held = !sql::rows_of::<Value>(&results, 0)?.is_empty();
+                let claimed = statements
+                    .last()
+                    .is_some_and(|b| b.statement.name == "CLAIM_CURSOR")
+                    && !sql::rows_of::<Value>(&results, statements.len() - 1)?.is_empty();
+                walk.recorded(held, claimed);
+            }
+            Step::Finish(statements) => {
+                sql::run_batch(db, &statements).await?;
+                walk.finished();
+            }
+            Step::Done(ended) => return Ok(ended),
+        }
     }
-    let report = report(&db, &run, final_state, error.as_deref()).await?;
-    log::line("reconcile", "-", &summary(&report), error.as_deref());
-    Ok(Some(report))
 }
 
 /// The newest run's report, as far as it got (`GET /admin/api/reconcile`); `None` before any.
@@ -201,13 +239,12 @@ pub async fn latest(env: &Env) -> AppResult<Option<Value>> {
 fn summary(report: &Value) -> String {
     let n = |k: &str| report[k].as_array().map_or(0, Vec::len);
     format!(
-        "run {} {}: checked {}, pages {}, missing {}, unprocessed {}, doubled {}",
+        "run {} {}: checked {}, pages {}, missing {}, doubled {}",
         report["run_id"],
         report["state"].as_str().unwrap_or("-"),
         report["checked"],
         report["pages"],
         n("missing"),
-        n("unprocessed"),
         n("doubled")
     )
 }
@@ -215,17 +252,14 @@ fn summary(report: &Value) -> String {
 /// The contract's report `{checked, pages, missing, doubled, truncated, ok}` and more.
 async fn report(
     db: &D1Database,
-    run: &sql::ReconciliationRun,
+    run: &RunRow,
     state: &str,
     error: Option<&str>,
 ) -> AppResult<Value> {
     let doubled = sql::doubled_effects(db).await?;
     let found = sql::reconciliation_report(db, run.id).await?;
     let truncated = state != "done";
-    let ok = !truncated
-        && found.missing.is_empty()
-        && found.unprocessed.is_empty()
-        && doubled.is_empty();
+    let ok = !truncated && found.missing.is_empty() && doubled.is_empty();
     Ok(json!({
         "run_id": run.id,
         "full": run.full_walk != 0,
@@ -233,7 +267,6 @@ async fn report(
         "checked": found.checked,
         "pages": found.pages,
         "missing": found.missing,
-        "unprocessed": found.unprocessed,
         "doubled": doubled,
         "truncated": truncated,
         // an unfinished run goes on in the next cron invocation (every 5 minutes)
@@ -242,130 +275,4 @@ async fn report(
         "error": error,
         "ok": ok,
     }))
-}
-
-#[derive(Default)]
-struct Walked {
-    pages: i64,
-    finished: bool,
-    stuck: Option<String>,
-    provider_error: Option<String>,
-}
-
-/// Pages through the provider's paid invoices from the run's cursor while the budget lasts.
-async fn walk(
-    db: &D1Database,
-    provider: &Provider,
-    run: &sql::ReconciliationRun,
-    budget: &mut Budget,
-    env: &Env,
-) -> AppResult<Walked> {
-    let mut out = Walked::default();
-    let mut cursor = run.cursor.clone();
-    let stuck_after = config::sweep_after_seconds(env);
-    // one page costs a fetch, a lookup and a progress write, plus one batch per missing
-    // invoice; a page is entered only with room for at least one of those, so every
-    // invocation moves the cursor
-    while budget.left() >= RESERVE + 4 {
-        budget.spend(1);
-        let page = match provider.page(cursor.as_deref(), run.paid_since).await {
-            Ok(p) => p,
-            Err(e) => {
-                out.provider_error = Some(e);
-                return Ok(out);
-            }
-        };
-        // A page must move the cursor forward: its last id after `starting_after` (in byte or
-        // natural order, `listed_after`). One that does not (the same page again, an empty page
-        // that claims more) would walk forever. A page that repeats `starting_after` itself
-        // and goes on past it does move forward: the repeated invoice is listed once.
-        let last = page.data.last().map(|i| i.id.clone());
-        let advances = match (&last, &cursor) {
-            (Some(l), Some(c)) => paymos_core::listed_after(l, c),
-            (Some(_), None) => true,
-            (None, _) => !page.has_more,
-        };
-        if !advances {
-            out.stuck = Some(format!(
-                "the provider's page after {} does not move the cursor forward",
-                cursor.as_deref().unwrap_or("the start")
-            ));
-            return Ok(out);
-        }
-        let invoices: Vec<&ProviderInvoice> = page
-            .data
-            .iter()
-            .filter(|i| paymos_core::resource_kind_of(&i.id) == Some(ResourceKind::Invoice))
-            .filter(|i| i.status.as_deref().is_none_or(|s| s == "paid"))
-            .collect();
-        let ids: Vec<&str> = invoices.iter().map(|i| i.id.as_str()).collect();
-        budget.spend(1);
-        let on_record = sql::paid_deliveries_on_record(db, &ids, stuck_after).await?;
-        let mut findings = Vec::new();
-        let mut handled_to: Option<&str> = None;
-        let mut checked = 0i64;
-        let mut complete = true;
-        for invoice in &page.data {
-            let looked_up = on_record.iter().find(|r| r.id == invoice.id);
-            if looked_up.is_some_and(|r| !r.on_record) {
-                // keep one query for the progress write
-                if budget.left() < RESERVE + 2 {
-                    complete = false;
-                    break;
-                }
-                budget.spend(1);
-                let result = transition::apply(
-                    db,
-                    &Change {
-                        resource_id: &invoice.id,
-                        kind: ResourceKind::Invoice,
-                        to: State::Paid,
-                        order_ref: invoice.order_ref.as_deref(),
-                        amount: invoice.amount.as_deref(),
-                        currency: invoice.currency.as_deref(),
-                        cause_kind: CauseKind::Reconciliation,
-                        cause: "paid at the provider, no invoice.paid delivery on record",
-                        delivery: None,
-                        pull: config::pull_mode(env),
-                    },
-                )
-                .await?;
-                crate::effects::send_released(env, &result.released).await;
-                findings.push(sql::Finding::Missing {
-                    invoice_id: invoice.id.clone(),
-                    order_ref: invoice.order_ref.clone(),
-                    brought_to_paid: result.applied,
-                    status: result.status.map(|s| s.as_str().to_string()),
-                });
-            } else if let Some(r) = looked_up.filter(|r| r.stuck_event_id.is_some()) {
-                findings.push(sql::Finding::Unprocessed {
-                    invoice_id: invoice.id.clone(),
-                    order_ref: invoice.order_ref.clone(),
-                    event_id: r.stuck_event_id.clone().unwrap_or_default(),
-                    outcome: r.stuck_outcome.clone(),
-                    status: r.status.clone(),
-                });
-            }
-            if looked_up.is_some() {
-                checked += 1;
-            }
-            handled_to = Some(&invoice.id);
-        }
-        let next_cursor = handled_to.map(str::to_string).or(cursor.clone());
-        let page_done = complete;
-        budget.spend(1);
-        // `pages` counts the provider pages fetched and handled, a split one each time
-        sql::record_reconciliation_page(db, run.id, next_cursor.as_deref(), 1, checked, &findings)
-            .await?;
-        out.pages += 1;
-        cursor = next_cursor;
-        if page_done && !page.has_more {
-            out.finished = true;
-            return Ok(out);
-        }
-        if !page_done {
-            return Ok(out);
-        }
-    }
-    Ok(out)
 }

@@ -425,24 +425,11 @@ pub async fn list_effects(
 
 // ---------------------------------------------------------------- reconciliation
 
-/// A reconciliation run as kept in D1 between invocations.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ReconciliationRun {
-    pub id: i64,
-    pub full_walk: i64,
-    pub paid_since: Option<i64>,
-    pub cursor: Option<String>,
-    pub pages: i64,
-}
-
-/// The unfinished run to continue, if any.
-pub async fn open_reconciliation(db: &D1Database) -> DbResult<Option<ReconciliationRun>> {
-    first(db, st::OPEN_RECONCILIATION.bind(vec![])).await
-}
+pub use paymos_core::actors::reconcile::RunRow;
 
 /// The newest run, whatever its state, for `GET /admin/api/reconcile` and the metrics.
 pub struct LatestRun {
-    pub run: ReconciliationRun,
+    pub run: RunRow,
     pub state: String,
     pub error: Option<String>,
     pub started_at: String,
@@ -452,11 +439,8 @@ pub struct LatestRun {
 pub async fn latest_reconciliation(db: &D1Database) -> DbResult<Option<LatestRun>> {
     #[derive(Deserialize)]
     struct Row {
-        id: i64,
-        full_walk: i64,
-        paid_since: Option<i64>,
-        cursor: Option<String>,
-        pages: i64,
+        #[serde(flatten)]
+        run: RunRow,
         state: String,
         error: Option<String>,
         started_at: String,
@@ -464,13 +448,7 @@ pub async fn latest_reconciliation(db: &D1Database) -> DbResult<Option<LatestRun
     }
     let row: Option<Row> = first(db, st::LATEST_RECONCILIATION.bind(vec![])).await?;
     Ok(row.map(|r| LatestRun {
-        run: ReconciliationRun {
-            id: r.id,
-            full_walk: r.full_walk,
-            paid_since: r.paid_since,
-            cursor: r.cursor,
-            pages: r.pages,
-        },
+        run: r.run,
         state: r.state,
         error: r.error,
         started_at: r.started_at,
@@ -478,141 +456,12 @@ pub async fn latest_reconciliation(db: &D1Database) -> DbResult<Option<LatestRun
     }))
 }
 
-/// Opens a new run; any run still open is closed as superseded (its findings stay on record).
-pub async fn start_reconciliation(
-    db: &D1Database,
-    full: bool,
-    paid_since: Option<i64>,
-) -> DbResult<ReconciliationRun> {
-    let results = batch(
-        db,
-        &[
-            st::SUPERSEDE_RECONCILIATIONS.bind(vec![]),
-            st::START_RECONCILIATION
-                .bind(vec![Arg::Int(i64::from(full)), Arg::opt_int(paid_since)]),
-        ],
-    )
-    .await?;
-    first_row(&results, results.len().wrapping_sub(1))?
-        .ok_or_else(|| DbError("the new run was not returned".into()))
-}
-
-pub async fn finish_reconciliation(
-    db: &D1Database,
-    run_id: i64,
-    state: &str,
-    error: Option<&str>,
-) -> DbResult<()> {
-    run(
-        db,
-        st::FINISH_RECONCILIATION.bind(vec![Arg::Int(run_id), Arg::text(state), Arg::opt(error)]),
-    )
-    .await
-}
-
-/// What the delivery table says of one paid invoice.
-#[derive(Debug, Deserialize)]
-pub struct PaidOnRecord {
-    pub id: String,
-    /// Some `invoice.paid` delivery is on record.
-    #[serde(deserialize_with = "flag")]
-    pub on_record: bool,
-    /// The invoice's local status, if it has a row.
-    pub status: Option<String>,
-    /// An `invoice.paid` on record that shipped nothing: dead, or unprocessed for longer
-    /// than the sweeper waits, while the invoice is not paid here.
-    pub stuck_event_id: Option<String>,
-    pub stuck_outcome: Option<String>,
-}
-
-/// One lookup for a page of the provider's paid invoices.
-pub async fn paid_deliveries_on_record(
-    db: &D1Database,
-    ids: &[&str],
-    stuck_after_seconds: i64,
-) -> DbResult<Vec<PaidOnRecord>> {
-    let stuck_after = st::seconds_ago(stuck_after_seconds);
-    all(
-        db,
-        st::PAID_ON_RECORD.bind(vec![Arg::json_list(ids), Arg::text(&stuck_after)]),
-    )
-    .await
-}
-
-/// What a run found about one invoice.
-pub enum Finding {
-    Missing {
-        invoice_id: String,
-        order_ref: Option<String>,
-        brought_to_paid: bool,
-        status: Option<String>,
-    },
-    Unprocessed {
-        invoice_id: String,
-        order_ref: Option<String>,
-        event_id: String,
-        outcome: Option<String>,
-        status: Option<String>,
-    },
-}
-
-impl Finding {
-    fn bind(&self, run_id: i64) -> Bound<'_> {
-        let args = match self {
-            Finding::Missing {
-                invoice_id,
-                order_ref,
-                brought_to_paid,
-                status,
-            } => vec![
-                Arg::Int(run_id),
-                Arg::text("missing"),
-                Arg::text(invoice_id),
-                Arg::opt(order_ref.as_deref()),
-                Arg::Int(i64::from(*brought_to_paid)),
-                Arg::opt(status.as_deref()),
-                Arg::Null,
-                Arg::Null,
-            ],
-            Finding::Unprocessed {
-                invoice_id,
-                order_ref,
-                event_id,
-                outcome,
-                status,
-            } => vec![
-                Arg::Int(run_id),
-                Arg::text("unprocessed"),
-                Arg::text(invoice_id),
-                Arg::opt(order_ref.as_deref()),
-                Arg::Null,
-                Arg::opt(status.as_deref()),
-                Arg::text(event_id),
-                Arg::opt(outcome.as_deref()),
-            ],
-        };
-        st::INSERT_FINDING.bind(args)
+/// The rows of the `i`-th statement of a batch's results, read into the core's row type.
+pub fn rows_of<T: DeserializeOwned>(results: &[D1Result], i: usize) -> DbResult<Vec<T>> {
+    match results.get(i) {
+        Some(r) => Ok(r.results::<T>()?),
+        None => Ok(Vec::new()),
     }
-}
-
-/// A page's findings and the run's progress, in one transaction.
-pub async fn record_reconciliation_page(
-    db: &D1Database,
-    run_id: i64,
-    cursor: Option<&str>,
-    pages: i64,
-    checked: i64,
-    findings: &[Finding],
-) -> DbResult<()> {
-    let mut stmts: Vec<Bound<'_>> = findings.iter().map(|f| f.bind(run_id)).collect();
-    stmts.push(st::RECORD_RECONCILIATION_PAGE.bind(vec![
-        Arg::Int(run_id),
-        Arg::opt(cursor),
-        Arg::Int(pages),
-        Arg::Int(checked),
-    ]));
-    batch(db, &stmts).await?;
-    Ok(())
 }
 
 /// A run's report as far as it got.
@@ -620,7 +469,6 @@ pub struct ReconciliationReport {
     pub checked: i64,
     pub pages: i64,
     pub missing: Vec<serde_json::Value>,
-    pub unprocessed: Vec<serde_json::Value>,
 }
 
 pub async fn reconciliation_report(db: &D1Database, run_id: i64) -> DbResult<ReconciliationReport> {
@@ -631,13 +479,10 @@ pub async fn reconciliation_report(db: &D1Database, run_id: i64) -> DbResult<Rec
     }
     #[derive(Deserialize)]
     struct Row {
-        finding: String,
         invoice_id: String,
         order_ref: Option<String>,
         brought_to_paid: Option<i64>,
         status: Option<String>,
-        event_id: Option<String>,
-        outcome: Option<String>,
     }
     let results = batch(
         db,
@@ -649,35 +494,22 @@ pub async fn reconciliation_report(db: &D1Database, run_id: i64) -> DbResult<Rec
     .await?;
     let totals = first_row::<Totals>(&results, 0)?
         .ok_or_else(|| DbError("reconciliation run vanished".into()))?;
-    let rows: Vec<Row> = match results.get(1) {
-        Some(r) => r.results()?,
-        None => Vec::new(),
-    };
-    let mut report = ReconciliationReport {
+    let rows: Vec<Row> = rows_of(&results, 1)?;
+    Ok(ReconciliationReport {
         checked: totals.checked,
         pages: totals.pages,
-        missing: Vec::new(),
-        unprocessed: Vec::new(),
-    };
-    for r in rows {
-        if r.finding == "missing" {
-            report.missing.push(serde_json::json!({
-                "id": r.invoice_id,
-                "order_ref": r.order_ref,
-                "brought_to_paid": r.brought_to_paid.unwrap_or(0) != 0,
-                "status": r.status,
-            }));
-        } else {
-            report.unprocessed.push(serde_json::json!({
-                "id": r.invoice_id,
-                "order_ref": r.order_ref,
-                "event_id": r.event_id,
-                "outcome": r.outcome,
-                "status": r.status,
-            }));
-        }
-    }
-    Ok(report)
+        missing: rows
+            .into_iter()
+            .map(|r| {
+                serde_json::json!({
+                    "id": r.invoice_id,
+                    "order_ref": r.order_ref,
+                    "brought_to_paid": r.brought_to_paid.unwrap_or(0) != 0,
+                    "status": r.status,
+                })
+            })
+            .collect(),
+    })
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -2,7 +2,8 @@
 // run truncated, an invoice is never listed twice, the cursor is URL-encoded, daily runs
 // look back 7 days with paid_since, a walk larger than one invocation's budget continues in
 // the next cron invocation, a provider failing part-way still reports what was checked, and
-// an invoice.paid on record but dead is reported separately.
+// an invoice.paid that was not processed applied or stale (dead, ignored) is missing; a
+// provider listing newest first with random ids; a cursor asked twice; one walk at a time.
 import { test, before, after, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -26,7 +27,17 @@ function page(url) {
   let from = after ? sorted.findIndex((i) => i.id !== after && order(i, { id: after }) > 0) : 0;
   if (provider.mode === "stuck") from = 0; // ignores starting_after: the same first page for ever
   if (provider.mode === "overlap" && after) from = sorted.findIndex((i) => i.id >= after); // repeats the cursor's invoice
+  if (provider.mode === "newest_first") {
+    // by paid_at, newest first; starting_after is a position in that list, not an id order
+    const listed = provider.invoices.filter((i) => since === null || i.paid_at >= Number(since)).sort((a, b) => b.paid_at - a.paid_at);
+    const start = after ? listed.findIndex((i) => i.id === after) + 1 : 0;
+    return { data: listed.slice(start, start + limit), has_more: start + limit < listed.length };
+  }
   const data = from < 0 ? [] : sorted.slice(from, from + limit);
+  if (provider.mode === "echo" && after) {
+    // a broken provider: each page ends with the cursor it was given
+    return { data: [...data.slice(0, limit - 1), sorted.find((i) => i.id === after)], has_more: true };
+  }
   return { data, has_more: from >= 0 && from + limit < sorted.length };
 }
 
@@ -212,27 +223,115 @@ test("the provider failing part-way: truncated, with what was checked", async ()
   });
 });
 
-test("a paid invoice whose invoice.paid is on record but dead is reported as unprocessed, not missing", async () => {
-  const inv = randomId("inv_");
-  provider.invoices = [invoice(inv)];
+test("an invoice.paid on record counts only if applied or stale: a dead one and an ignored one are missing, brought to paid", async () => {
+  const dead = randomId("inv_");
+  const ignored = randomId("inv_");
+  const applied = randomId("inv_");
+  provider.invoices = [invoice(dead), invoice(ignored), invoice(applied)];
   await withWorker({}, async (w) => {
-    const env = envelope("invoice.paid", inv);
-    await w.db
-      .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, processed_at, outcome) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'dead')")
-      .bind(env.event_id, inv, env.type, JSON.stringify(env))
-      .run();
+    const insert = (inv, outcome, reason = null) => {
+      const env = envelope("invoice.paid", inv);
+      return w.db
+        .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, processed_at, outcome, reason) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?, ?)")
+        .bind(env.event_id, inv, env.type, JSON.stringify(env), outcome, reason)
+        .run()
+        .then(() => env);
+    };
+    const deadEnv = await insert(dead, "dead");
+    await insert(ignored, "ignored", "livemode_mismatch");
+    const paid = envelope("invoice.paid", applied);
+    await deliver(w.url, paid);
+    assert.equal((await w.processed(paid.event_id)).outcome, "applied");
     const r = await admin(w.url, "POST", "/reconcile");
-    assert.deepEqual(r.json.missing, []);
-    assert.equal(r.json.unprocessed.length, 1);
-    assert.equal(r.json.unprocessed[0].id, inv);
-    assert.equal(r.json.unprocessed[0].event_id, env.event_id);
-    assert.equal(r.json.unprocessed[0].outcome, "dead");
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.deepEqual(
+      r.json.missing.map((m) => m.id).sort(),
+      [dead, ignored].sort(),
+      "the applied one is on record; the dead and the ignored did not bring their invoice to paid",
+    );
+    assert.ok(r.json.missing.every((m) => m.brought_to_paid === true && m.status === "paid"));
+    assert.deepEqual(Object.keys(r.json.missing[0]).sort(), ["brought_to_paid", "id", "order_ref", "status"]);
     assert.equal(r.json.ok, false);
-    // replayed and applied: no longer reported
-    await admin(w.url, "POST", `/deliveries/${env.event_id}/replay`);
-    assert.equal((await w.processed(env.event_id)).outcome, "applied");
-    const again = await admin(w.url, "POST", "/reconcile");
-    assert.deepEqual(again.json.unprocessed, []);
-    assert.equal(again.json.ok, true);
+    // the dead delivery replayed later changes nothing twice: stale, one fulfilment
+    await admin(w.url, "POST", `/deliveries/${deadEnv.event_id}/replay`);
+    assert.equal((await w.processed(deadEnv.event_id)).outcome, "stale");
+    const fulfilments = await w.db.prepare("SELECT count(*) AS n FROM effect WHERE resource_id = ? AND kind = 'fulfilment'").bind(dead).first();
+    assert.equal(fulfilments.n, 1);
+  });
+});
+
+test("a provider that lists newest first with random ids over many pages is walked to the end", async () => {
+  // the real provider: ids carry no order (inv_7Hc3pQ, …), pages come newest first by paid_at
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  const rid = () => "inv_" + Array.from({ length: 6 + Math.floor(Math.random() * 8) }, () => alphabet[Math.floor(Math.random() * alphabet.length)]).join("");
+  const t0 = now() - 3 * 86400;
+  provider.invoices = Array.from({ length: 430 }, (_, i) => invoice(rid(), t0 + i * 37));
+  provider.mode = "newest_first";
+  await withWorker({}, async (w) => {
+    // a few of them delivered and applied: on record
+    const onRecord = provider.invoices.slice(0, 5).map((i) => i.id);
+    for (const inv of onRecord) {
+      const env = envelope("invoice.paid", inv);
+      await deliver(w.url, env);
+      await w.processed(env.event_id);
+    }
+    const r = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.state, "done", JSON.stringify({ state: r.json.state, error: r.json.error }));
+    assert.equal(r.json.truncated, false);
+    assert.equal(r.json.checked, 430);
+    assert.equal(r.json.pages, 5);
+    assert.equal(r.json.missing.length, 425);
+    assert.equal(new Set(r.json.missing.map((m) => m.id)).size, 425, "no id twice");
+    assert.ok(!r.json.missing.some((m) => onRecord.includes(m.id)));
+    // the walk really was newest first: the first page asked for no cursor, then each page's last id
+    const cursors = provider.requests.map((q) => q.query.starting_after ?? null);
+    assert.equal(cursors[0], null);
+    assert.equal(new Set(cursors).size, cursors.length, "no starting_after asked twice");
+  });
+});
+
+test("a provider whose page ends with the cursor it was given: the same starting_after asked twice ends the run truncated", async () => {
+  provider.invoices = ids(250).map((id) => invoice(id));
+  provider.mode = "echo";
+  await withWorker({}, async (w) => {
+    const r = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.truncated, true);
+    assert.equal(r.json.continues, false);
+    assert.match(r.json.error, /asked twice/);
+    assert.ok(provider.served <= 3, `noticed at once (${provider.served} calls)`);
+  });
+});
+
+test("one walk at a time: a continuation that finds the lease held does nothing; a superseded run is never marked done", async () => {
+  provider.invoices = ids(150).map((id) => invoice(id));
+  await withWorker({ INVOCATION_BUDGET: "30" }, async (w) => {
+    const first = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(first.json.continues, true);
+    // another invocation holds the lease right now
+    await w.db.prepare("UPDATE lease SET holder = 'someone-else', until = strftime('%Y-%m-%dT%H:%M:%fZ','now','+300 seconds') WHERE name = 'reconciliation'").run();
+    const served = provider.served;
+    await w.scheduled("*/5 * * * *");
+    assert.equal(provider.served, served, "the cron's continuation walked nothing");
+    assert.ok(w.logs.some((l) => l.stage === "reconcile" && l.outcome === "lease_held"));
+    const busy = await admin(w.url, "POST", "/reconcile");
+    assert.equal(busy.status, 409);
+    assert.equal(busy.json.error, "reconciliation_running");
+    // the lease expires; a daily run then waits for the full walk in progress (does not supersede it)
+    await w.db.prepare("UPDATE lease SET until = strftime('%Y-%m-%dT%H:%M:%fZ','now','-1 seconds')").run();
+    await w.scheduled("17 3 * * *");
+    const runs = (await w.db.prepare("SELECT id, full_walk, state FROM reconciliation_run ORDER BY id").all()).results;
+    assert.equal(runs[0].full_walk, 1);
+    assert.notEqual(runs[0].state, "truncated", "the full walk was not superseded by the daily run");
+    // an operator's new run supersedes both; the old ones are never marked done afterwards
+    const fresh = await admin(w.url, "POST", "/reconcile");
+    assert.equal(fresh.status, 200);
+    for (let i = 0; i < 20; i++) await w.scheduled("*/5 * * * *");
+    const after = (await w.db.prepare("SELECT id, state, error FROM reconciliation_run ORDER BY id").all()).results;
+    for (const run of after.slice(0, -1)) {
+      assert.equal(run.state, "truncated", JSON.stringify(run));
+      assert.match(run.error, /superseded/);
+    }
   });
 });

@@ -20,6 +20,7 @@ use crate::world::{self, World};
 use crate::{Options, Report, Stats};
 
 pub mod dispatch;
+mod reconcile;
 
 /// wrangler.toml: `max_retries = 10` on the deliveries queue (66 minutes of retries).
 pub const MAX_RETRIES: u32 = 10;
@@ -36,7 +37,6 @@ const DRAIN_MAX_STEPS: usize = 30_000;
 
 pub const LIVEMODE_MISMATCH: &str = "livemode_mismatch";
 pub const UNKNOWN_EVENT_TYPE: &str = "unknown_event_type";
-const RECONCILIATION_CAUSE: &str = "paid at the provider, no invoice.paid delivery on record";
 
 /// The seed's world parameters ("swarm testing": each seed turns each fault up or off).
 #[derive(Debug, Clone)]
@@ -59,6 +59,8 @@ struct Knobs {
     /// than one are loaded in one query and applied in one transaction, message by message
     /// only when that fails.
     consumer_batch: usize,
+    /// The provider API ignores `starting_after` (a stuck cursor) while the chaos lasts.
+    provider_stuck: bool,
 }
 
 impl Knobs {
@@ -96,6 +98,7 @@ impl Knobs {
             sweep_chunk: rng.range(1, 4) as i64,
             sweep_max_chunks: rng.range(1, 3) as u32,
             consumer_batch: 1,
+            provider_stuck: rng.chance(0.1),
         }
     }
 }
@@ -199,7 +202,7 @@ enum Actor {
         order_ref: bool,
     },
     Reconcile {
-        missing: Option<VecDeque<usize>>,
+        walk: Box<paymos_core::actors::reconcile::Walk>,
     },
     BulkReplay {
         status: &'static str,
@@ -338,6 +341,8 @@ pub struct Sim<'o> {
     violations: Vec<String>,
     /// The effects outbox's dispatcher and the order system (`dispatch.rs`): its own lane.
     fx: dispatch::Fx,
+    /// How the last reconciliation walk ended (`reconcile.rs`).
+    last_reconcile: Option<paymos_core::actors::reconcile::Ended>,
 }
 
 fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
@@ -475,6 +480,7 @@ impl<'o> Sim<'o> {
             stats: Stats::default(),
             violations: Vec::new(),
             fx,
+            last_reconcile: None,
         };
         sim.trace(format!(
             "world: {} resources, {} deliveries over {} endpoint(s); knobs {:?}",
@@ -855,7 +861,10 @@ impl<'o> Sim<'o> {
                 let order_ref = self.rng.chance(0.5);
                 self.advance(Actor::Manual { r, to, order_ref });
             }
-            Op::Reconcile => self.advance(Actor::Reconcile { missing: None }),
+            Op::Reconcile => {
+                let full = self.rng.chance(0.5);
+                self.start_reconcile(full);
+            }
             Op::BulkReplay(status) => self.advance(Actor::BulkReplay {
                 status,
                 after: None,
@@ -876,7 +885,7 @@ impl<'o> Sim<'o> {
             Actor::Sweep { claimed, chunks } => self.sweep(claimed, chunks),
             Actor::Replay { d, generation } => self.replay(d, generation),
             Actor::Manual { r, to, order_ref } => self.manual(r, to, order_ref),
-            Actor::Reconcile { missing } => self.reconcile(missing),
+            Actor::Reconcile { walk } => self.reconcile(walk),
             Actor::BulkReplay {
                 status,
                 after,
@@ -1692,81 +1701,6 @@ impl<'o> Sim<'o> {
         ));
     }
 
-    fn reconcile(&mut self, missing: Option<VecDeque<usize>>) {
-        match missing {
-            None => {
-                let now = self.now();
-                let paid: Vec<usize> = (0..self.world.resources.len())
-                    .filter(|r| {
-                        let res = &self.world.resources[*r];
-                        res.live
-                            && res.kind == ResourceKind::Invoice
-                            && res.provider_state(now) == Some(State::Paid)
-                    })
-                    .collect();
-                if paid.is_empty() {
-                    self.trace("reconcile: the provider lists no paid invoice".into());
-                    return;
-                }
-                let ids: Vec<&str> = paid
-                    .iter()
-                    .map(|r| self.world.resources[*r].id.as_str())
-                    .collect();
-                let b = st::PAID_ON_RECORD.bind(vec![
-                    Arg::json_list(&ids),
-                    Arg::Text(st::seconds_ago(SWEEP_AFTER_SECONDS).into()),
-                ]);
-                let fault = self.fault_read();
-                let ex = self.db.run(&b, fault);
-                match ex.result {
-                    Ok(rows) => {
-                        let rows = &rows[0];
-                        let missing: VecDeque<usize> = (0..rows.rows.len())
-                            .filter(|i| rows.int(*i, "on_record") == Some(0))
-                            .map(|i| self.by_resource[&rows.text(i, "id").unwrap_or_default()])
-                            .collect();
-                        let names: Vec<&str> = missing
-                            .iter()
-                            .map(|r| self.world.resources[*r].id.as_str())
-                            .collect();
-                        self.trace(format!("reconcile: missing {names:?}"));
-                        if !missing.is_empty() {
-                            self.actors.push(Actor::Reconcile {
-                                missing: Some(missing),
-                            });
-                        }
-                    }
-                    Err(e) => self.trace(format!("reconcile: lookup failed ({e})")),
-                }
-            }
-            Some(mut missing) => {
-                let Some(r) = missing.pop_front() else {
-                    return;
-                };
-                let res = self.world.resources[r].clone();
-                let result = self.transition(
-                    r,
-                    ResourceKind::Invoice,
-                    State::Paid,
-                    res.order_ref.as_deref(),
-                    res.amount.as_deref(),
-                    res.currency.as_deref(),
-                    CauseKind::Reconciliation,
-                    RECONCILIATION_CAUSE,
-                    None,
-                    false,
-                );
-                self.stats.reconciled += 1;
-                self.trace(format!("reconcile: {} → paid: {result:?}", res.id));
-                if result.is_ok() && !missing.is_empty() {
-                    self.actors.push(Actor::Reconcile {
-                        missing: Some(missing),
-                    });
-                }
-            }
-        }
-    }
-
     // ------------------------------------------------------------------ the transition
 
     fn plan_for(&self, kind: ResourceKind, to: State) -> Option<TransitionPlan> {
@@ -2459,9 +2393,7 @@ impl<'o> Sim<'o> {
                 }
                 self.check_touched();
                 if self.drain("replaying the dead") {
-                    self.reconcile(None);
-                    self.check_touched();
-                    if self.drain("final reconciliation") {
+                    if self.final_reconciliation() {
                         self.final_checks();
                         self.effects_drain_and_check();
                     }

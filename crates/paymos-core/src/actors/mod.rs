@@ -11,6 +11,7 @@
 
 pub mod dead_letter;
 pub mod dispatch;
+pub mod reconcile;
 
 /// A queue message's answer, as both drivers give it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,46 +3,90 @@
 use super::Statement;
 
 statement!(
-    OPEN_RECONCILIATION,
-    [],
-    // the unfinished run to continue, if any (the newest; older ones were superseded)
-    "UPDATE reconciliation_run SET invocations = invocations + 1, updated_at = ",
+    ACQUIRE_LEASE,
+    ["name", "holder", "for"],
+    // One walk at a time (CONTRACT §6): the lease is taken only when free (never taken, or
+    // expired: an invocation that died lets it go after `for`, '+300 seconds'); a row comes
+    // back only to the one that took it.
+    "INSERT INTO lease (name, holder, until) VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', \
+       'now', ?3)) \
+     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until \
+       WHERE lease.until <= ",
     now!(),
-    " \
-     WHERE id = (SELECT max(id) FROM reconciliation_run WHERE state = 'running') \
-     RETURNING ",
-    run_columns!()
+    " RETURNING holder"
 );
 
 statement!(
+    RELEASE_LEASE,
+    ["name", "holder"],
+    "UPDATE lease SET until = ",
+    now!(),
+    " WHERE name = ?1 AND holder = ?2"
+);
+
+/// The run a walk holding the lease may write to: still running, the lease still its own.
+macro_rules! walk_holds {
+    () => {
+        "state = 'running' AND EXISTS (SELECT 1 FROM lease WHERE name = 'reconciliation' \
+           AND holder = ?2)"
+    };
+}
+
+statement!(
     SUPERSEDE_RECONCILIATIONS,
-    [],
+    ["windowed_only"],
+    // A new run supersedes the unfinished ones, but a daily run (`windowed_only` = 1) leaves
+    // a full walk in progress alone: it waits for it. Superseded, a run is never marked done
+    // afterwards (its writes require it to be running).
     "UPDATE reconciliation_run SET state = 'truncated', error = 'superseded by a newer run', \
        finished_at = ",
     now!(),
     ", updated_at = ",
     now!(),
     " \
-     WHERE state = 'running'"
+     WHERE state = 'running' AND (?1 = 0 OR full_walk = 0)"
 );
 
 statement!(
     START_RECONCILIATION,
     ["full_walk", "paid_since"],
-    "INSERT INTO reconciliation_run (full_walk, paid_since, invocations) VALUES (?1, ?2, 1) \
+    "INSERT INTO reconciliation_run (full_walk, paid_since, invocations) VALUES (?1, ?2, 0) \
+     RETURNING ",
+    run_columns!()
+);
+
+statement!(
+    OPEN_RECONCILIATION,
+    [],
+    // The run to walk now: a full walk in progress first (the oldest; a daily run waits for
+    // it), else the newest windowed one (older ones were superseded).
+    "UPDATE reconciliation_run SET invocations = invocations + 1, updated_at = ",
+    now!(),
+    " \
+     WHERE id = (SELECT id FROM reconciliation_run WHERE state = 'running' \
+       ORDER BY full_walk DESC, CASE WHEN full_walk = 1 THEN id ELSE -id END LIMIT 1) \
      RETURNING ",
     run_columns!()
 );
 
 statement!(
     FINISH_RECONCILIATION,
-    ["id", "state", "error"],
-    "UPDATE reconciliation_run SET state = ?2, error = ?3, finished_at = ",
+    ["id", "holder", "state", "error"],
+    "UPDATE reconciliation_run SET state = ?3, error = ?4, finished_at = ",
     now!(),
     ", \
        updated_at = ",
     now!(),
-    " WHERE id = ?1"
+    " WHERE id = ?1 AND ",
+    walk_holds!(),
+    " RETURNING id"
+);
+
+statement!(
+    FORGET_SEEN,
+    ["run_id"],
+    // what a finished run was given is needed no more
+    "DELETE FROM reconciliation_seen WHERE run_id = ?1"
 );
 
 statement!(
@@ -55,54 +99,86 @@ statement!(
 );
 
 statement!(
+    UNSEEN_IDS,
+    ["run_id", "ids"],
+    // The page's ids this run was not given (and handled) before. A page none of whose ids
+    // is new does not move the walk forward: providers list newest first and ids need not
+    // sort, so "after" in id order proves nothing (CONTRACT §6).
+    "SELECT j.value AS id FROM json_each(?2) j \
+     WHERE NOT EXISTS (SELECT 1 FROM reconciliation_seen s \
+                       WHERE s.run_id = ?1 AND s.value = j.value)"
+);
+
+statement!(
+    MARK_SEEN,
+    ["run_id", "ids"],
+    // the ids of a page this walk handled (a page split by the budget is marked as far as it
+    // was handled: its rest comes again on the next page)
+    "INSERT INTO reconciliation_seen (run_id, value) SELECT ?1, value FROM json_each(?2) \
+     WHERE true ON CONFLICT (run_id, value) DO NOTHING"
+);
+
+statement!(
+    CLAIM_CURSOR,
+    ["run_id", "starting_after"],
+    // The next page's `starting_after`, asked once per run: a row comes back only the first
+    // time ('>' + the id, which no invoice id starts with).
+    "INSERT INTO reconciliation_seen (run_id, value) VALUES (?1, '>' || ?2) \
+     ON CONFLICT (run_id, value) DO NOTHING RETURNING value"
+);
+
+statement!(
     PAID_ON_RECORD,
-    ["invoice_ids", "stuck_after"],
-    // For each of a page's paid invoices: whether an invoice.paid delivery is on record, the
-    // local status, and an invoice.paid that shipped nothing (dead, or unprocessed for longer
-    // than `stuck_after`, an SQLite modifier) while the invoice is not paid here.
-    "SELECT x.id, x.on_record, x.status, x.stuck_event_id, d.outcome AS stuck_outcome FROM ( \
-       SELECT j.value AS id, \
-         EXISTS (SELECT 1 FROM webhook_delivery w \
-                 WHERE w.resource_id = j.value AND w.event_type = 'invoice.paid') AS on_record, \
-         (SELECT status FROM resource WHERE id = j.value) AS status, \
-         (SELECT w.event_id FROM webhook_delivery w \
-          WHERE w.resource_id = j.value AND w.event_type = 'invoice.paid' \
-            AND (w.outcome = 'dead' OR (w.processed_at IS NULL \
-                 AND w.received_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2))) \
-            AND NOT EXISTS (SELECT 1 FROM resource r WHERE r.id = j.value \
-                            AND r.status IN ('paid', 'overpaid', 'refunded')) \
-          ORDER BY w.received_at LIMIT 1) AS stuck_event_id \
-       FROM json_each(?1) j) x \
-     LEFT JOIN webhook_delivery d ON d.event_id = x.stuck_event_id"
+    ["invoice_ids"],
+    // For each of a page's paid invoices: whether an invoice.paid delivery is on record that
+    // was processed `applied` or `stale` (one `ignored`, a livemode mismatch, or `dead`, or
+    // not processed, did not bring the invoice to paid: CONTRACT §6), and the local status.
+    "SELECT j.value AS id, \
+       EXISTS (SELECT 1 FROM webhook_delivery w \
+               WHERE w.resource_id = j.value AND w.event_type = 'invoice.paid' \
+                 AND w.outcome IN ('applied', 'stale')) AS on_record, \
+       (SELECT status FROM resource WHERE id = j.value) AS status \
+     FROM json_each(?1) j"
 );
 
 statement!(
     INSERT_FINDING,
     [
         "run_id",
-        "finding",
+        "holder",
         "invoice_id",
         "order_ref",
         "brought_to_paid",
-        "status",
-        "event_id",
-        "outcome"
+        "status"
     ],
     // the primary key (run, finding, invoice) keeps an invoice from being listed twice
     "INSERT INTO reconciliation_finding \
-       (run_id, finding, invoice_id, order_ref, brought_to_paid, status, event_id, outcome, seq) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
-       (SELECT coalesce(max(seq), 0) + 1 FROM reconciliation_finding WHERE run_id = ?1)) \
-     ON CONFLICT (run_id, finding, invoice_id) DO NOTHING"
+       (run_id, finding, invoice_id, order_ref, brought_to_paid, status, seq) \
+     SELECT ?1, 'missing', ?3, ?4, ?5, ?6, \
+       (SELECT coalesce(max(seq), 0) + 1 FROM reconciliation_finding WHERE run_id = ?1) \
+     WHERE EXISTS (SELECT 1 FROM reconciliation_run WHERE id = ?1 AND ",
+    walk_holds!(),
+    ") ON CONFLICT (run_id, finding, invoice_id) DO NOTHING"
 );
 
 statement!(
     RECORD_RECONCILIATION_PAGE,
-    ["id", "cursor", "pages", "checked"],
-    "UPDATE reconciliation_run SET cursor = ?2, pages = pages + ?3, checked = checked + ?4, \
+    ["id", "holder", "cursor", "pages", "checked"],
+    // progress, only while this walk holds its run (a superseded run stops here), and the
+    // lease renewed for the next page
+    "UPDATE reconciliation_run SET cursor = ?3, pages = pages + ?4, checked = checked + ?5, \
        updated_at = ",
     now!(),
-    " WHERE id = ?1"
+    " WHERE id = ?1 AND ",
+    walk_holds!(),
+    " RETURNING id"
+);
+
+statement!(
+    RENEW_LEASE,
+    ["name", "holder", "for"],
+    "UPDATE lease SET until = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?3) \
+     WHERE name = ?1 AND holder = ?2"
 );
 
 statement!(

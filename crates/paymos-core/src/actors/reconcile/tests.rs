@@ -1,0 +1,302 @@
+use super::*;
+
+const NOW: i64 = 1_764_450_000;
+
+fn invoice(id: &str) -> ProviderInvoice {
+    ProviderInvoice {
+        id: id.into(),
+        status: Some("paid".into()),
+        amount: Some("10.00".into()),
+        currency: Some("USDT".into()),
+        order_ref: Some(format!("order_{id}")),
+    }
+}
+
+fn page(ids: &[&str], has_more: bool) -> ProviderPage {
+    ProviderPage {
+        data: ids.iter().map(|i| invoice(i)).collect(),
+        has_more,
+    }
+}
+
+fn run(id: i64, pages: i64, cursor: Option<&str>) -> RunRow {
+    RunRow {
+        id,
+        full_walk: 0,
+        paid_since: Some(NOW - WINDOW_SECONDS),
+        cursor: cursor.map(str::to_string),
+        pages,
+    }
+}
+
+fn seen(ids: &[&str]) -> Vec<Seen> {
+    ids.iter().map(|i| Seen { id: (*i).into() }).collect()
+}
+
+fn on_record(ids: &[&str], recorded: &[&str]) -> Vec<OnRecord> {
+    ids.iter()
+        .map(|i| OnRecord {
+            id: (*i).into(),
+            on_record: recorded.contains(i),
+            status: None,
+        })
+        .collect()
+}
+
+fn names(b: &[Bound<'_>]) -> Vec<&'static str> {
+    b.iter().map(|s| s.statement.name).collect()
+}
+
+/// Takes the lease and opens `r`.
+fn opened(start: Start, budget: u32, r: RunRow) -> Walk {
+    let mut w = Walk::new(start, "holder1".into(), budget, NOW);
+    let Step::Acquire(a) = w.step() else { panic!() };
+    assert_eq!(a.statement.name, "ACQUIRE_LEASE");
+    w.leased(true);
+    let Step::Open(open) = w.step() else { panic!() };
+    match start {
+        Start::ContinueOnly => assert_eq!(names(&open), ["OPEN_RECONCILIATION"]),
+        _ => assert_eq!(
+            names(&open),
+            [
+                "SUPERSEDE_RECONCILIATIONS",
+                "START_RECONCILIATION",
+                "OPEN_RECONCILIATION"
+            ]
+        ),
+    }
+    w.opened(Some(r));
+    w
+}
+
+#[test]
+fn a_walk_over_two_pages_brings_the_missing_to_paid_and_finishes() {
+    let mut w = opened(Start::Manual { full: false }, 100, run(7, 0, None));
+    let Step::Fetch {
+        starting_after,
+        paid_since,
+    } = w.step()
+    else {
+        panic!()
+    };
+    assert_eq!(starting_after, None);
+    assert_eq!(paid_since, Some(NOW - WINDOW_SECONDS));
+    w.fetched(Ok(page(&["inv_Zq", "inv_a1"], true)));
+    let Step::Lookup(lookup) = w.step() else {
+        panic!()
+    };
+    assert_eq!(names(&lookup), ["UNSEEN_IDS", "PAID_ON_RECORD"]);
+    w.looked_up(
+        seen(&["inv_Zq", "inv_a1"]),
+        on_record(&["inv_Zq", "inv_a1"], &["inv_Zq"]),
+    );
+    let Step::BringToPaid(i) = w.step() else {
+        panic!()
+    };
+    assert_eq!(i.id, "inv_a1");
+    w.brought(true, Some("paid".into()));
+    let Step::Record(record) = w.step() else {
+        panic!()
+    };
+    assert_eq!(
+        names(&record),
+        [
+            "RECORD_RECONCILIATION_PAGE",
+            "MARK_SEEN",
+            "INSERT_FINDING",
+            "RENEW_LEASE",
+            "CLAIM_CURSOR"
+        ]
+    );
+    // the cursor is the page's last id, whatever order ids sort in
+    assert_eq!(record[0].args[2], Arg::text("inv_a1"));
+    assert_eq!(record[0].args[4], Arg::Int(2), "checked");
+    w.recorded(true, true);
+    let Step::Fetch { starting_after, .. } = w.step() else {
+        panic!()
+    };
+    assert_eq!(starting_after.as_deref(), Some("inv_a1"));
+    w.fetched(Ok(page(&["inv_0b"], false)));
+    let _ = w.step();
+    w.looked_up(seen(&["inv_0b"]), on_record(&["inv_0b"], &["inv_0b"]));
+    let Step::Record(record) = w.step() else {
+        panic!()
+    };
+    assert_eq!(
+        names(&record),
+        ["RECORD_RECONCILIATION_PAGE", "MARK_SEEN", "RENEW_LEASE"],
+        "the last page claims no next cursor"
+    );
+    w.recorded(true, false);
+    let Step::Finish(finish) = w.step() else {
+        panic!()
+    };
+    assert_eq!(
+        names(&finish),
+        ["FINISH_RECONCILIATION", "FORGET_SEEN", "RELEASE_LEASE"]
+    );
+    assert_eq!(finish[0].args[2], Arg::text("done"));
+    w.finished();
+    assert_eq!(
+        w.step(),
+        Step::Done(Ended::Walked {
+            run_id: 7,
+            state: "done",
+            error: None
+        })
+    );
+}
+
+#[test]
+fn the_lease_held_elsewhere_does_nothing() {
+    let mut w = Walk::new(Start::ContinueOnly, "h".into(), 100, NOW);
+    let _ = w.step();
+    w.leased(false);
+    assert_eq!(w.step(), Step::Done(Ended::LeaseHeld));
+    // taken, but nothing to continue: the lease is let go
+    let mut w = Walk::new(Start::ContinueOnly, "h".into(), 100, NOW);
+    let _ = w.step();
+    w.leased(true);
+    let _ = w.step();
+    w.opened(None);
+    let Step::Finish(finish) = w.step() else {
+        panic!()
+    };
+    assert_eq!(names(&finish), ["RELEASE_LEASE"]);
+    w.finished();
+    assert_eq!(w.step(), Step::Done(Ended::NothingToDo));
+}
+
+fn ended_truncated(w: &mut Walk) -> String {
+    let Step::Finish(finish) = w.step() else {
+        panic!()
+    };
+    assert_eq!(finish[0].args[2], Arg::text("truncated"));
+    w.finished();
+    match w.step() {
+        Step::Done(Ended::Walked {
+            state: "truncated",
+            error: Some(e),
+            ..
+        }) => e,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_page_of_ids_all_given_before_ends_the_run_truncated() {
+    let mut w = opened(Start::Daily, 100, run(1, 3, Some("inv_x")));
+    let _ = w.step();
+    w.fetched(Ok(page(&["inv_p", "inv_q"], true)));
+    let _ = w.step();
+    w.looked_up(seen(&[]), on_record(&["inv_p", "inv_q"], &[]));
+    assert!(ended_truncated(&mut w).contains("given before"));
+}
+
+#[test]
+fn a_cursor_asked_twice_ends_the_run_truncated() {
+    let mut w = opened(Start::Daily, 100, run(1, 0, None));
+    let _ = w.step();
+    w.fetched(Ok(page(&["inv_p"], true)));
+    let _ = w.step();
+    w.looked_up(seen(&["inv_p"]), on_record(&["inv_p"], &["inv_p"]));
+    let _ = w.step();
+    w.recorded(true, false);
+    assert!(ended_truncated(&mut w).contains("asked twice"));
+}
+
+#[test]
+fn an_empty_page_that_claims_more_ends_the_run_truncated() {
+    let mut w = opened(Start::Daily, 100, run(1, 0, None));
+    let _ = w.step();
+    w.fetched(Ok(page(&[], true)));
+    assert!(ended_truncated(&mut w).contains("empty"));
+}
+
+#[test]
+fn the_provider_failing_first_fails_the_run_part_way_truncates_it() {
+    let mut w = opened(Start::Manual { full: true }, 100, run(1, 0, None));
+    let _ = w.step();
+    w.fetched(Err("the provider API answered 500".into()));
+    let Step::Finish(finish) = w.step() else {
+        panic!()
+    };
+    assert_eq!(finish[0].args[2], Arg::text("failed"));
+    w.finished();
+    assert!(matches!(w.step(), Step::Done(Ended::ProviderFailed { .. })));
+    // part-way (a continued run): truncated, with what was checked
+    let mut w = opened(Start::ContinueOnly, 100, run(1, 4, Some("inv_k")));
+    let _ = w.step();
+    w.fetched(Err("the provider API answered 500".into()));
+    assert!(ended_truncated(&mut w).contains("500"));
+}
+
+#[test]
+fn a_superseded_run_is_left_as_it_is() {
+    let mut w = opened(Start::ContinueOnly, 100, run(1, 4, Some("inv_k")));
+    let _ = w.step();
+    w.fetched(Ok(page(&["inv_p"], true)));
+    let _ = w.step();
+    w.looked_up(seen(&["inv_p"]), on_record(&["inv_p"], &["inv_p"]));
+    let _ = w.step();
+    w.recorded(false, false);
+    let Step::Finish(finish) = w.step() else {
+        panic!()
+    };
+    assert_eq!(names(&finish), ["RELEASE_LEASE"], "never marked done");
+    w.finished();
+    assert!(matches!(
+        w.step(),
+        Step::Done(Ended::Walked {
+            state: "superseded",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_page_that_does_not_fit_the_budget_is_continued_by_the_next_invocation() {
+    // budget 10: acquire 1, open 1, fetch 1, lookup 1, then room for 2 transitions before
+    // the reserve (4) and the record (1)
+    let mut w = opened(Start::Manual { full: false }, 10, run(1, 0, None));
+    let _ = w.step();
+    w.fetched(Ok(page(&["inv_a", "inv_b", "inv_c", "inv_d"], true)));
+    let _ = w.step();
+    w.looked_up(
+        seen(&["inv_a", "inv_b", "inv_c", "inv_d"]),
+        on_record(&["inv_a", "inv_b", "inv_c", "inv_d"], &[]),
+    );
+    let mut brought = 0;
+    let record = loop {
+        match w.step() {
+            Step::BringToPaid(_) => {
+                brought += 1;
+                w.brought(true, Some("paid".into()));
+            }
+            Step::Record(r) => break r,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(brought < 4, "the page did not fit");
+    assert_eq!(
+        record[0].args[2],
+        Arg::Text(Cow::Owned(format!(
+            "inv_{}",
+            ["a", "b", "c", "d"][brought - 1]
+        )))
+    );
+    w.recorded(true, true);
+    let Step::Finish(finish) = w.step() else {
+        panic!()
+    };
+    assert_eq!(names(&finish), ["RELEASE_LEASE"], "still running");
+    w.finished();
+    assert!(matches!(
+        w.step(),
+        Step::Done(Ended::Walked {
+            state: "running",
+            ..
+        })
+    ));
+    assert!(w.used() <= 10);
+}
