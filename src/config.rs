@@ -85,8 +85,9 @@ const MAX_BODY: Numeric<usize> = Numeric {
     name: "PAYMOS_MAX_BODY_BYTES",
     default: DEFAULT_MAX_BODY_BYTES,
     min: 1,
-    // the platform's own request limit
-    max: 100 * 1024 * 1024,
+    // at most 1 MiB: the body is stored in a D1 row, which holds 2 MB; a larger limit would
+    // accept deliveries whose insert then fails with 503 on every retry
+    max: 1024 * 1024,
     outside: Outside::Default,
 };
 const SWEEP_AFTER: Numeric<i64> = Numeric {
@@ -222,26 +223,7 @@ pub fn admin_token(env: &Env) -> Option<String> {
 }
 
 /// Which deliveries may change state (CONTRACT §8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Live,
-    Test,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Live => "live",
-            Mode::Test => "test",
-        }
-    }
-
-    /// Whether an envelope's `livemode` belongs to this deployment. A missing `livemode`
-    /// parses as `false`, so it can never change state in a live deployment.
-    pub fn accepts(self, livemode: bool) -> bool {
-        livemode == (self == Mode::Live)
-    }
-}
+pub use paymos_core::actors::consume::Mode;
 
 /// `PAYMOS_MODE`: `live` when unset (the deploy default). Anything else than `live` or
 /// `test` is a configuration fault, not a guess: the consumer refuses to decide (retries,

@@ -1,85 +1,29 @@
-//! The queue consumer, the dead-letter consumer and the sweeper.
+//! The deliveries queue's consumer, its dead-letter consumer and the sweeper, driven here
+//! over D1 and the queues; the decisions are the core's (`paymos_core::actors::consume`,
+//! `::dead_letter`).
 
-use crate::config::{self, Mode};
-use crate::error::{AppError, AppResult};
+use crate::config;
+use crate::error::AppResult;
 use crate::queue::{self, DeliveryMessage, Incoming};
-use crate::transition::{self, Change};
-use crate::{log, sql};
-use paymos_core::actors::dead_letter;
-use paymos_core::ladder::consumer_retry_delay;
-use paymos_core::{is_valid_event_id, machine, parse_envelope, CauseKind, Envelope, Outcome};
+use crate::{log, sql, transition};
+use paymos_core::actors::consume::{self, Batch, Step};
+use paymos_core::actors::{dead_letter, Answer};
+use paymos_core::is_valid_event_id;
+use paymos_core::rows::DeliveryRow;
 use worker::{D1Database, Date, Env};
 
-/// Why a delivery was processed without changing anything, on record in `reason`.
-pub const LIVEMODE_MISMATCH: &str = "livemode_mismatch";
-pub const UNKNOWN_EVENT_TYPE: &str = "unknown_event_type";
-
-/// What processing one delivery came to.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Processed {
-    Outcome(Outcome),
-    /// Ignored, with the reason on record.
-    Ignored(&'static str),
-    AlreadyProcessed,
-    Missing,
-}
-
-/// Loads the delivery and applies its transition, once.
-pub async fn process_delivery(
-    env: &Env,
-    db: &D1Database,
-    event_id: &str,
-    mode: Mode,
-) -> AppResult<Processed> {
-    let Some(delivery) = sql::load_delivery(db, event_id).await? else {
-        return Ok(Processed::Missing);
-    };
-    if delivery.processed_at.is_some() {
-        return Ok(Processed::AlreadyProcessed);
+fn settings(env: &Env) -> consume::Settings {
+    consume::Settings {
+        mode: config::mode(env).map_err(|e| e.to_string()),
+        pull: config::pull_mode(env),
+        retry_base: config::retry_base_seconds(env),
+        plan: None,
+        edit: None,
     }
-    let body = delivery.body.unwrap_or_default();
-    let envelope = parse_envelope(body.as_bytes(), Some(event_id))
-        .map_err(|e| AppError::Internal(format!("stored body does not parse: {e}")))?;
-    let change = match event_change(&envelope, event_id, mode, config::pull_mode(env)) {
-        Ok(change) => change,
-        Err(reason) => {
-            sql::mark_ignored(db, event_id, reason).await?;
-            return Ok(Processed::Ignored(reason));
-        }
-    };
-    let result = transition::apply(db, &change).await?;
-    crate::effects::send_released(env, &result.released).await;
-    Ok(Processed::Outcome(result.outcome.unwrap_or(Outcome::Stale)))
 }
 
-/// The change a stored delivery's event makes, or why it is ignored: a test-mode event never
-/// changes a live resource, nor the reverse (CONTRACT §8), and an unknown type changes nothing.
-fn event_change<'a>(
-    envelope: &'a Envelope,
-    event_id: &'a str,
-    mode: Mode,
-    pull: bool,
-) -> Result<Change<'a>, &'static str> {
-    if !mode.accepts(envelope.livemode) {
-        return Err(LIVEMODE_MISMATCH);
-    }
-    let (kind, to) = machine::target_state(&envelope.event_type).ok_or(UNKNOWN_EVENT_TYPE)?;
-    Ok(Change {
-        resource_id: &envelope.resource_id,
-        kind,
-        to,
-        order_ref: envelope.data_str("order_ref"),
-        amount: envelope.data_str("amount"),
-        currency: envelope.data_str("currency"),
-        cause_kind: CauseKind::Event,
-        cause: event_id,
-        delivery: Some(event_id),
-        pull,
-    })
-}
-
-/// A batch from the deliveries queue or its dead-letter queue, message by message: one that
-/// is not ours, or fails, must not hold back the rest.
+/// A batch from the deliveries queue or its dead-letter queue. Messages that are not ours
+/// are logged and acknowledged (retrying cannot make them readable).
 pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> worker::Result<()> {
     let db = match sql::database(env) {
         Ok(db) => db,
@@ -92,9 +36,6 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
             return Ok(());
         }
     };
-    let dead_letter = queue_name == config::dead_letter_queue(env);
-    let base = config::retry_base_seconds(env);
-    let mode = config::mode(env);
     let mut readable = Vec::with_capacity(messages.len());
     for message in messages {
         match message
@@ -103,77 +44,96 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
         {
             Some(m) => readable.push((message, m)),
             None => {
-                // retrying cannot make it readable: log it and let it go
                 log::line("consume", "-", "unreadable_message", None);
                 message.ack();
             }
         }
     }
-    if dead_letter {
+    if queue_name == config::dead_letter_queue(env) {
+        let base = config::retry_base_seconds(env);
         for (message, m) in readable {
             dead_letter_one(env, &db, &message, &m, base).await;
         }
         return Ok(());
     }
-    // The whole batch in two D1 round trips (one load, one transaction): the guard makes each
-    // message's statements independent, and one transaction applies them in order. If that
-    // fails, message by message, so one poison message cannot hold back the rest.
-    if let (Ok(mode), true) = (&mode, readable.len() > 1) {
-        match process_batch(env, &db, &readable, *mode).await {
-            Ok(outcomes) => {
-                for ((message, m), processed) in readable.iter().zip(outcomes) {
-                    log_processed(&m.event_id, &processed);
-                    message.ack();
+    let batch = readable
+        .iter()
+        .map(|(message, m)| consume::Message {
+            event_id: m.event_id.clone(),
+            generation: m.generation,
+            attempts: message.attempts(),
+        })
+        .collect();
+    let settings = settings(env);
+    let mut pending = vec![(Batch::new(batch, settings.clone()), 0usize)];
+    // a batch that fails is split, message by message, each driven in turn
+    while let Some((mut batch, offset)) = pending.pop() {
+        match drive(&db, &mut batch).await {
+            Driven::Answered(answered) => answer(env, &readable, offset, answered).await,
+            Driven::Split(messages, why) => {
+                log::line("consume", "-", "batch_fallback", Some(&why));
+                for (i, m) in messages.into_iter().enumerate().rev() {
+                    pending.push((Batch::new(vec![m], settings.clone()), offset + i));
                 }
-                return Ok(());
-            }
-            Err(e) => log::line(
-                "consume",
-                "-",
-                "batch_fallback",
-                Some(&format!("{}: {}", e.code(), e.detail().unwrap_or(""))),
-            ),
-        }
-    }
-    for (message, DeliveryMessage { event_id, .. }) in readable {
-        let result = match &mode {
-            Ok(mode) => process_delivery(env, &db, &event_id, *mode).await,
-            Err(e) => Err(AppError::NotConfigured("invalid_mode", e.to_string())),
-        };
-        match result {
-            Ok(processed) => {
-                log_processed(&event_id, &processed);
-                message.ack();
-            }
-            Err(e) => {
-                let error = format!("{}: {}", e.code(), e.detail().unwrap_or(""));
-                // the delay follows the queue's own count, which keeps growing while D1 is
-                // down (a D1 counter would not)
-                let attempts = message.attempts();
-                let delay = consumer_retry_delay(base, i64::from(attempts));
-                // visible in the archive; best effort (D1 may be what is failing)
-                let _ = sql::record_failure(&db, &event_id, &error).await;
-                log::line(
-                    "consume",
-                    &event_id,
-                    "retry",
-                    Some(&format!("{error}; attempt {attempts}; retry in {delay}s")),
-                );
-                message.retry_in(delay);
             }
         }
     }
     Ok(())
 }
 
-fn log_processed(event_id: &str, processed: &Processed) {
-    let (outcome, reason) = match processed {
-        Processed::Outcome(o) => (o.as_str(), None),
-        Processed::Ignored(reason) => ("ignored", Some(*reason)),
-        Processed::AlreadyProcessed => ("already_processed", None),
-        Processed::Missing => ("missing", None),
-    };
-    log::line("consume", event_id, outcome, reason);
+enum Driven {
+    Answered(consume::Answered),
+    Split(Vec<consume::Message>, String),
+}
+
+/// Walks one batch through the core's steps.
+async fn drive(db: &D1Database, batch: &mut Batch) -> Driven {
+    loop {
+        match batch.step() {
+            Step::Load(b) => match sql::all_rows::<DeliveryRow>(db, b).await {
+                Ok(rows) => batch.loaded(rows, &mut transition::draw),
+                Err(e) => batch.failed(format!("database_unavailable: {}", e.0)),
+            },
+            Step::Apply(statements) => match sql::run_batch(db, &statements).await {
+                Ok(results) => match sql::json_rows(&results) {
+                    Ok(rows) => batch.applied(rows),
+                    Err(e) => batch.failed(format!("internal_error: {}", e.0)),
+                },
+                Err(e) => batch.failed(format!("database_unavailable: {}", e.0)),
+            },
+            Step::Split(messages, why) => return Driven::Split(messages, why),
+            Step::RecordFailure(b) => {
+                // visible in the archive; best effort (D1 may be what is failing)
+                let _ = sql::returned_row(db, b).await;
+            }
+            Step::Answer(answered) => return Driven::Answered(answered),
+            Step::Done => return Driven::Answered(consume::Answered::default()),
+        }
+    }
+}
+
+/// Acks or retries each message as the core said, logs, and sends what the transaction
+/// released (it committed).
+async fn answer(
+    env: &Env,
+    messages: &[(Incoming, DeliveryMessage)],
+    offset: usize,
+    answered: consume::Answered,
+) {
+    for line in &answered.lines {
+        log::line("consume", &line.event_id, line.outcome, Some(&line.detail));
+    }
+    for r in &answered.replies {
+        let Some((message, _)) = messages.get(offset + r.message) else {
+            continue;
+        };
+        log::line("consume", &r.event_id, r.outcome, r.detail.as_deref());
+        match r.answer {
+            Answer::Ack | Answer::AckAndSendAfter(_) => message.ack(),
+            Answer::Retry(delay) => message.retry_in(delay),
+        }
+    }
+    crate::effects::send_released(env, &answered.released).await;
 }
 
 /// Every retry failed: the delivery is marked dead (visible, replayable) if it keeps failing
@@ -231,92 +191,6 @@ async fn dead_letter_one(
             message.retry_in(base.max(1));
         }
     }
-}
-
-/// What one message of a batch asks of the transaction.
-enum Step<'a> {
-    Done(Processed),
-    Ignore(&'static str),
-    Transition(transition::Prepared, Change<'a>),
-}
-
-/// Loads the batch's deliveries in one query and applies all of it in one D1 batch. Any
-/// error (a body that does not parse, the batch refused) is returned for the fallback.
-async fn process_batch(
-    env: &Env,
-    db: &D1Database,
-    messages: &[(Incoming, DeliveryMessage)],
-    mode: Mode,
-) -> AppResult<Vec<Processed>> {
-    let ids: Vec<&str> = messages.iter().map(|(_, m)| m.event_id.as_str()).collect();
-    let pull = config::pull_mode(env);
-    let rows = sql::load_deliveries(db, &ids).await?;
-    let envelopes: Vec<Option<(&sql::DeliveryRow, paymos_core::Envelope)>> = ids
-        .iter()
-        .map(|id| {
-            let Some(row) = rows.iter().find(|r| r.event_id == *id) else {
-                return Ok(None);
-            };
-            if row.processed_at.is_some() {
-                return Ok(Some((row, None)));
-            }
-            let body = row.body.as_deref().unwrap_or_default();
-            parse_envelope(body.as_bytes(), Some(id))
-                .map(|e| Some((row, Some(e))))
-                .map_err(|e| AppError::Internal(format!("stored body does not parse: {e}")))
-        })
-        .collect::<AppResult<Vec<_>>>()?
-        .into_iter()
-        .map(|x| x.and_then(|(row, e)| e.map(|e| (row, e))))
-        .collect();
-    let mut steps = Vec::with_capacity(ids.len());
-    for (i, id) in ids.iter().enumerate() {
-        let step = match &envelopes[i] {
-            None if rows.iter().any(|r| r.event_id == *id) => {
-                Step::Done(Processed::AlreadyProcessed)
-            }
-            None => Step::Done(Processed::Missing),
-            Some((_, envelope)) => match event_change(envelope, id, mode, pull) {
-                Ok(change) => Step::Transition(transition::prepare(&change)?, change),
-                Err(reason) => Step::Ignore(reason),
-            },
-        };
-        steps.push(step);
-    }
-    // one list of statements; each transition's slice remembered to read its results back
-    let mut statements = Vec::new();
-    let mut slices = Vec::with_capacity(steps.len());
-    for (i, step) in steps.iter().enumerate() {
-        let start = statements.len();
-        match step {
-            Step::Done(_) => {}
-            Step::Ignore(reason) => statements.push(sql::mark_ignored_statement(ids[i], reason)),
-            Step::Transition(prepared, change) => statements.extend(
-                paymos_core::statements::transition_batch(&prepared.request(change)),
-            ),
-        }
-        slices.push(start..statements.len());
-    }
-    let results = if statements.is_empty() {
-        Vec::new()
-    } else {
-        sql::run_batch(db, &statements).await?
-    };
-    let mut out = Vec::with_capacity(steps.len());
-    let mut released = Vec::new();
-    for (step, range) in steps.iter().zip(slices) {
-        out.push(match step {
-            Step::Done(p) => p.clone(),
-            Step::Ignore(reason) => Processed::Ignored(reason),
-            Step::Transition(..) => {
-                let r = sql::read_transition(&statements[range.clone()], &results[range])?;
-                released.extend(r.released);
-                Processed::Outcome(r.outcome.unwrap_or(Outcome::Stale))
-            }
-        });
-    }
-    crate::effects::send_released(env, &released).await;
-    Ok(out)
 }
 
 /// How many rows one sweeper claim takes, and one `sendBatch` sends (the platform's limit).

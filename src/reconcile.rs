@@ -186,15 +186,15 @@ async fn drive(
             Step::BringToPaid(invoice) => {
                 let result = transition::apply(
                     db,
-                    &Change {
-                        resource_id: &invoice.id,
+                    Change {
+                        resource_id: invoice.id.clone(),
                         kind: ResourceKind::Invoice,
                         to: State::Paid,
-                        order_ref: invoice.order_ref.as_deref(),
-                        amount: invoice.amount.as_deref(),
-                        currency: invoice.currency.as_deref(),
+                        order_ref: invoice.order_ref.clone(),
+                        amount: invoice.amount.clone(),
+                        currency: invoice.currency.clone(),
                         cause_kind: CauseKind::Reconciliation,
-                        cause: CAUSE,
+                        cause: CAUSE.to_string(),
                         delivery: None,
                         pull: config::pull_mode(env),
                     },

@@ -3,7 +3,7 @@
 
 use paymos_core::rows::flag;
 use paymos_core::statements::{self as st, Arg, Bound};
-use paymos_core::{Envelope, Outcome, State};
+use paymos_core::Envelope;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
@@ -150,27 +150,6 @@ pub async fn list_deliveries(
     .await
 }
 
-/// Stored, acknowledged, and recorded as ignored, with the reason (unknown event type,
-/// livemode mismatch).
-pub async fn mark_ignored(db: &D1Database, event_id: &str, reason: &str) -> DbResult<()> {
-    run(
-        db,
-        st::MARK_IGNORED.bind(vec![Arg::text(event_id), Arg::text(reason)]),
-    )
-    .await
-}
-
-/// Counts a failed consumer attempt and keeps its error (for the archive).
-pub async fn record_failure(db: &D1Database, event_id: &str, error: &str) -> DbResult<()> {
-    let _: Option<i64> = first_column(
-        db,
-        st::RECORD_FAILURE.bind(vec![Arg::text(event_id), Arg::text(error)]),
-        "attempts",
-    )
-    .await?;
-    Ok(())
-}
-
 /// Runs a statement; whether it returned a row (`RETURNING`: whether it wrote).
 pub async fn returned_row(db: &D1Database, b: Bound<'_>) -> DbResult<bool> {
     let row: Option<Present> = first(db, b).await?;
@@ -252,83 +231,17 @@ pub async fn load_history(db: &D1Database, id: &str) -> DbResult<Vec<HistoryRow>
 
 // ---------------------------------------------------------------- the guarded transition
 
-/// What a transition's batch reads back.
-#[derive(Debug)]
-pub struct TransitionResult {
-    /// Effects the transaction made ready to send (marked enqueued in it): the caller sends
-    /// them now that it committed.
-    pub released: Vec<String>,
-    /// The resource's state after the transaction.
-    pub status: Option<State>,
-    /// Whether this transaction's guarded write won.
-    pub applied: bool,
-    /// The delivery's recorded outcome, when the transition was for a delivery.
-    pub outcome: Option<Outcome>,
-}
-
-/// Runs one guarded transition as one batch (one transaction) and reads back the result.
-pub async fn apply_transition(
-    db: &D1Database,
-    request: &st::TransitionRequest<'_>,
-) -> DbResult<TransitionResult> {
-    let statements = st::transition_batch(request);
-    let results = batch(db, &statements).await?;
-    read_transition(&statements, &results)
-}
-
 /// Runs statements as one D1 batch (one transaction, all or nothing).
 pub async fn run_batch(db: &D1Database, statements: &[Bound<'_>]) -> DbResult<Vec<D1Result>> {
     batch(db, statements).await
 }
 
-/// What one transition's statements (a slice of a batch, ending with READ_BACK) read back.
-pub fn read_transition(
-    statements: &[Bound<'_>],
-    results: &[D1Result],
-) -> DbResult<TransitionResult> {
-    #[derive(Deserialize)]
-    struct ReadBack {
-        status: Option<String>,
-        applied: f64,
-        outcome: Option<String>,
-    }
-    #[derive(Deserialize)]
-    struct Released {
-        effect_id: String,
-    }
-    let release = statements
+/// Each statement's rows as JSON objects, for the core to read.
+pub fn json_rows(results: &[D1Result]) -> DbResult<Vec<Vec<serde_json::Value>>> {
+    results
         .iter()
-        .position(|b| std::ptr::eq(b.statement, &st::RELEASE_EFFECTS));
-    let released = match release.and_then(|i| results.get(i)) {
-        Some(r) => r
-            .results::<Released>()?
-            .into_iter()
-            .map(|r| r.effect_id)
-            .collect(),
-        None => Vec::new(),
-    };
-    let row = first_row::<ReadBack>(results, statements.len().wrapping_sub(1))?
-        .ok_or_else(|| DbError("transition read-back returned no row".into()))?;
-    Ok(TransitionResult {
-        released,
-        status: row.status.as_deref().and_then(State::from_str_name),
-        applied: row.applied != 0.0,
-        outcome: row.outcome.as_deref().and_then(Outcome::from_str_name),
-    })
-}
-
-/// A consumer batch's deliveries, in one query.
-pub async fn load_deliveries(db: &D1Database, event_ids: &[&str]) -> DbResult<Vec<DeliveryRow>> {
-    all(
-        db,
-        st::LOAD_DELIVERIES.bind(vec![Arg::json_list(event_ids)]),
-    )
-    .await
-}
-
-/// The MARK_IGNORED statement, for a consumer batch.
-pub fn mark_ignored_statement<'a>(event_id: &'a str, reason: &'a str) -> Bound<'a> {
-    st::MARK_IGNORED.bind(vec![Arg::text(event_id), Arg::text(reason)])
+        .map(|r| Ok(r.results::<serde_json::Value>()?))
+        .collect()
 }
 
 // ---------------------------------------------------------------- the outbox

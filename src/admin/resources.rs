@@ -29,15 +29,15 @@ pub async fn transition(env: &Env, t: &Transition) -> AppResult<Response> {
     let db = sql::database(env)?;
     let result = transition::apply(
         &db,
-        &Change {
-            resource_id: &t.resource_id,
+        Change {
+            resource_id: t.resource_id.clone(),
             kind: t.kind,
             to: t.to,
-            order_ref: t.order_ref.as_deref(),
-            amount: t.amount.as_deref(),
-            currency: t.currency.as_deref(),
+            order_ref: t.order_ref.clone(),
+            amount: t.amount.clone(),
+            currency: t.currency.clone(),
             cause_kind: CauseKind::Manual,
-            cause: &t.reason,
+            cause: t.reason.clone(),
             delivery: None,
             pull: crate::config::pull_mode(env),
         },

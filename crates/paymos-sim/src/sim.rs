@@ -4,14 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use paymos_core::actors::dead_letter;
-use paymos_core::ladder::{consumer_retry_delay, ATTEMPT_OFFSETS_SECONDS};
+use paymos_core::actors::transition::{prepare, Change, Prepared};
+use paymos_core::ladder::ATTEMPT_OFFSETS_SECONDS;
 use paymos_core::machine::{decide, state_of, Decision};
 use paymos_core::rows::DeliveryRow;
-use paymos_core::statements::{self as st, Arg, Bound, TransitionRequest};
-use paymos_core::{
-    license_code, parse_envelope, plan, CauseKind, EffectKind, Existing, Outcome, ResourceKind,
-    State, TransitionPlan,
-};
+use paymos_core::statements::{self as st, Arg, Bound};
+use paymos_core::{CauseKind, EffectKind, Existing, Outcome, ResourceKind, State};
 
 use crate::clock;
 use crate::db::{Db, Exec, Fault, Rows};
@@ -19,6 +17,7 @@ use crate::rng::Rng;
 use crate::world::{self, World};
 use crate::{Options, Report, Stats};
 
+mod consume;
 pub mod dispatch;
 mod reconcile;
 
@@ -133,56 +132,14 @@ enum Recv {
 }
 
 #[derive(Debug)]
-struct Parsed {
-    kind: ResourceKind,
-    to: State,
-    resource_id: String,
-    order_ref: Option<String>,
-    amount: Option<String>,
-    currency: Option<String>,
-}
-
-#[derive(Debug)]
-enum Cons {
-    Load,
-    Ignore(&'static str),
-    Transition(Parsed),
-    Ack,
-    Fail(String),
-}
-
-/// One entry of a consumer batch's transaction: a prepared transition, or a message to mark
-/// ignored (its index in the batch, the reason).
-type BatchItem = (Option<Prepared>, Option<(usize, &'static str)>);
-
-/// What one message of a consumer batch asks of the batch's transaction.
-#[derive(Debug)]
-enum BStep {
-    Done,
-    Ignore(usize, &'static str),
-    Transition(usize, Parsed),
-}
-
-#[derive(Debug)]
-enum BatchPhase {
-    Load,
-    Apply(Vec<BStep>),
-    Ack,
-}
-
-#[derive(Debug)]
 enum Actor {
     Receive {
         d: usize,
         phase: Recv,
     },
     Consume {
-        msg: Msg,
-        phase: Cons,
-    },
-    ConsumeBatch {
         msgs: Vec<Msg>,
-        phase: BatchPhase,
+        batch: Box<paymos_core::actors::consume::Batch>,
     },
     DeadLetter {
         msg: Msg,
@@ -281,18 +238,6 @@ enum Who {
     /// A bulk replay's chunk: reset, or untouched.
     MaybeReset,
     Failure,
-}
-
-/// One transition, prepared: what `transition::prepare` makes, and its batch.
-struct Prepared {
-    r: usize,
-    d: Option<usize>,
-    to: State,
-    plan: TransitionPlan,
-    batch: Vec<Bound<'static>>,
-    license: Option<String>,
-    cause_kind: CauseKind,
-    cause: String,
 }
 
 /// The state the checker reads just before a transaction (nothing runs in between).
@@ -749,14 +694,10 @@ impl<'o> Sim<'o> {
                     max => self.brng.range(1, max as u64) as usize,
                 };
                 self.consumers_busy += 1;
-                if n == 1 {
+                let msgs = if n == 1 {
                     // any visible message, not the oldest: the queue does not promise order
                     let i = *self.rng.pick(&visible);
-                    let msg = self.queue.swap_remove(i);
-                    self.advance(Actor::Consume {
-                        msg,
-                        phase: Cons::Load,
-                    });
+                    vec![self.queue.swap_remove(i)]
                 } else {
                     let mut pool = visible;
                     let mut taken = Vec::with_capacity(n);
@@ -772,11 +713,9 @@ impl<'o> Sim<'o> {
                         .collect();
                     // the batch in the order the queue hands it over
                     msgs.sort_by_key(|(i, _)| taken.iter().position(|t| t == i));
-                    self.advance(Actor::ConsumeBatch {
-                        msgs: msgs.into_iter().map(|(_, m)| m).collect(),
-                        phase: BatchPhase::Load,
-                    });
-                }
+                    msgs.into_iter().map(|(_, m)| m).collect()
+                };
+                self.start_consume(msgs);
             }
             Cand::DeadLetter => {
                 let now = self.now();
@@ -879,8 +818,7 @@ impl<'o> Sim<'o> {
     fn advance(&mut self, actor: Actor) {
         match actor {
             Actor::Receive { d, phase } => self.receive(d, phase),
-            Actor::Consume { msg, phase } => self.consume(msg, phase),
-            Actor::ConsumeBatch { msgs, phase } => self.consume_batch(msgs, phase),
+            Actor::Consume { msgs, batch } => self.consume(msgs, batch),
             Actor::DeadLetter { msg, marked } => self.dead_letter(msg, marked),
             Actor::Sweep { claimed, chunks } => self.sweep(claimed, chunks),
             Actor::Replay { d, generation } => self.replay(d, generation),
@@ -915,7 +853,7 @@ impl<'o> Sim<'o> {
                     Arg::text(&ev.event_type),
                     Arg::text(&w.body),
                 ]);
-                let b = own(b);
+                let b = (b).into_owned();
                 let ex = self.write_delivery(d, Who::Insert, &b);
                 match ex.result {
                     Ok(rows) => {
@@ -969,402 +907,6 @@ impl<'o> Sim<'o> {
                 }
             }
         }
-    }
-
-    fn consume(&mut self, msg: Msg, phase: Cons) {
-        let d = msg.d;
-        let id = self.eid(d).to_string();
-        if !matches!(phase, Cons::Transition(_)) && self.crash() {
-            self.consumer_crash(msg, &format!("{phase:?}"));
-            return;
-        }
-        match phase {
-            Cons::Load if self.misconfigured() => {
-                self.consume(msg, Cons::Fail("not_configured: invalid_mode".into()))
-            }
-            Cons::Load => {
-                let fault = self.fault_read();
-                let ex = self
-                    .db
-                    .run(&st::LOAD_DELIVERY.bind(vec![Arg::text(&id)]), fault);
-                let rows = match ex.result {
-                    Ok(mut r) => r.remove(0),
-                    Err(e) => return self.consume(msg, Cons::Fail(e)),
-                };
-                if rows.is_empty() {
-                    self.violation(format!("queue message names {id}, which is not on record"));
-                    return self.consume(msg, Cons::Ack);
-                }
-                if rows.text(0, "processed_at").is_some() {
-                    self.trace(format!(
-                        "consumer: {id} (msg gen {:?}, attempt {}) already processed",
-                        msg.generation, msg.attempts
-                    ));
-                    self.actors.push(Actor::Consume {
-                        msg,
-                        phase: Cons::Ack,
-                    });
-                    return;
-                }
-                let body = rows.text(0, "body").unwrap_or_default();
-                let env = match parse_envelope(body.as_bytes(), Some(&id)) {
-                    Ok(env) => env,
-                    Err(e) => {
-                        self.violation(format!("{id}: stored body does not parse: {e:?}"));
-                        return self.consume(msg, Cons::Fail("stored body does not parse".into()));
-                    }
-                };
-                let next = if !env.livemode {
-                    // the receiver runs in live mode (CONTRACT §8)
-                    Cons::Ignore(LIVEMODE_MISMATCH)
-                } else if let Some((kind, to)) = paymos_core::machine::target_state(&env.event_type)
-                {
-                    Cons::Transition(Parsed {
-                        kind,
-                        to,
-                        resource_id: env.resource_id.clone(),
-                        order_ref: env.data_str("order_ref").map(str::to_string),
-                        amount: env.data_str("amount").map(str::to_string),
-                        currency: env.data_str("currency").map(str::to_string),
-                    })
-                } else {
-                    Cons::Ignore(UNKNOWN_EVENT_TYPE)
-                };
-                self.trace(format!(
-                    "consumer: {id} (msg gen {:?}, attempt {}) loaded, unprocessed",
-                    msg.generation, msg.attempts
-                ));
-                self.actors.push(Actor::Consume { msg, phase: next });
-            }
-            Cons::Ignore(reason) => {
-                let ex = self.write_delivery(
-                    d,
-                    Who::Ignore,
-                    &st::MARK_IGNORED.bind(vec![Arg::text(&id), Arg::text(reason)]),
-                );
-                match ex.result {
-                    Ok(_) => {
-                        self.trace(format!("consumer: {id} ignored ({reason})"));
-                        self.actors.push(Actor::Consume {
-                            msg,
-                            phase: Cons::Ack,
-                        });
-                    }
-                    Err(e) => self.consume(msg, Cons::Fail(e)),
-                }
-            }
-            Cons::Transition(p) => {
-                let crash = self.crash();
-                let r = self.by_resource[&p.resource_id];
-                let result = self.transition(
-                    r,
-                    p.kind,
-                    p.to,
-                    p.order_ref.as_deref(),
-                    p.amount.as_deref(),
-                    p.currency.as_deref(),
-                    CauseKind::Event,
-                    &id,
-                    Some(d),
-                    crash,
-                );
-                if crash {
-                    return self.consumer_crash(msg, "inside the transition batch");
-                }
-                match result {
-                    Ok(()) => self.actors.push(Actor::Consume {
-                        msg,
-                        phase: Cons::Ack,
-                    }),
-                    Err(e) => self.consume(msg, Cons::Fail(e)),
-                }
-            }
-            Cons::Ack => {
-                self.consumers_busy -= 1;
-                if self.chaos && self.frng.chance(self.k.p_dup) {
-                    self.trace(format!(
-                        "consumer: {id} acked, but the queue delivers it again"
-                    ));
-                    let delay = self.frng.below(30_000) as i64;
-                    let mut m = msg;
-                    m.attempts += 1;
-                    m.visible_at = self.now() + delay;
-                    self.queue.push(m);
-                } else {
-                    self.trace(format!("consumer: {id} acked"));
-                }
-            }
-            Cons::Fail(error) => {
-                if !self.in_outage() {
-                    *self.dm[d]
-                        .failed_outside_outage
-                        .entry(msg.generation.unwrap_or(-1))
-                        .or_default() += 1;
-                }
-                // best effort: D1 may be what is failing
-                self.write_delivery(
-                    d,
-                    Who::Failure,
-                    &st::RECORD_FAILURE.bind(vec![Arg::text(&id), Arg::text(&error)]),
-                );
-                let delay = consumer_retry_delay(RETRY_BASE_SECONDS, i64::from(msg.attempts));
-                self.trace(format!(
-                    "consumer: {id} failed ({error}); attempt {} → retry in {delay}s",
-                    msg.attempts
-                ));
-                self.consumers_busy -= 1;
-                self.retry(msg, i64::from(delay) * 1000);
-            }
-        }
-    }
-
-    /// A consumer invocation with several messages (`consume::process_batch`): one query
-    /// loads them all, one transaction applies all their steps; if either fails, message by
-    /// message (`batch_fallback`).
-    fn consume_batch(&mut self, msgs: Vec<Msg>, phase: BatchPhase) {
-        let names: Vec<String> = msgs.iter().map(|m| self.eid(m.d).to_string()).collect();
-        let names = names.join(", ");
-        if self.crash() {
-            self.stats.crashes += 1;
-            self.consumers_busy -= 1;
-            self.trace(format!(
-                "consumer batch [{names}] died; the messages come back"
-            ));
-            for m in msgs {
-                let delay = self.frng.below(30_000) as i64;
-                self.retry(m, delay);
-            }
-            return;
-        }
-        match phase {
-            BatchPhase::Load if self.misconfigured() => self.batch_fallback(msgs, "invalid mode"),
-            BatchPhase::Load => {
-                let ids: Vec<&str> = msgs.iter().map(|m| self.eid(m.d)).collect();
-                let b = st::LOAD_DELIVERIES.bind(vec![Arg::json_list(&ids)]);
-                let fault = self.fault_read();
-                let ex = self.db.run(&b, fault);
-                let rows = match ex.result {
-                    Ok(mut r) => r.remove(0),
-                    Err(e) => return self.batch_fallback(msgs, &e),
-                };
-                let mut steps = Vec::with_capacity(msgs.len());
-                for (i, m) in msgs.iter().enumerate() {
-                    let id = self.eid(m.d).to_string();
-                    let Some(row) = (0..rows.rows.len())
-                        .find(|r| rows.text(*r, "event_id") == Some(id.clone()))
-                    else {
-                        self.violation(format!("queue message names {id}, which is not on record"));
-                        steps.push(BStep::Done);
-                        continue;
-                    };
-                    if rows.text(row, "processed_at").is_some() {
-                        steps.push(BStep::Done);
-                        continue;
-                    }
-                    let body = rows.text(row, "body").unwrap_or_default();
-                    let Ok(env) = parse_envelope(body.as_bytes(), Some(&id)) else {
-                        self.violation(format!("{id}: stored body does not parse"));
-                        return self.batch_fallback(msgs, "stored body does not parse");
-                    };
-                    steps.push(if !env.livemode {
-                        BStep::Ignore(i, LIVEMODE_MISMATCH)
-                    } else if let Some((kind, to)) =
-                        paymos_core::machine::target_state(&env.event_type)
-                    {
-                        BStep::Transition(
-                            i,
-                            Parsed {
-                                kind,
-                                to,
-                                resource_id: env.resource_id.clone(),
-                                order_ref: env.data_str("order_ref").map(str::to_string),
-                                amount: env.data_str("amount").map(str::to_string),
-                                currency: env.data_str("currency").map(str::to_string),
-                            },
-                        )
-                    } else {
-                        BStep::Ignore(i, UNKNOWN_EVENT_TYPE)
-                    });
-                }
-                self.trace(format!("consumer batch [{names}] loaded: {steps:?}"));
-                self.actors.push(Actor::ConsumeBatch {
-                    msgs,
-                    phase: BatchPhase::Apply(steps),
-                });
-            }
-            BatchPhase::Apply(steps) => {
-                // transition::prepare for each, then one list of statements
-                let mut prepared: Vec<BatchItem> = Vec::new();
-                for step in &steps {
-                    match step {
-                        BStep::Done => {}
-                        BStep::Ignore(i, reason) => prepared.push((None, Some((*i, reason)))),
-                        BStep::Transition(i, p) => {
-                            let d = msgs[*i].d;
-                            let r = self.by_resource[&p.resource_id];
-                            let id = self.eid(d).to_string();
-                            match self.prepare(
-                                r,
-                                p.kind,
-                                p.to,
-                                p.order_ref.as_deref(),
-                                p.amount.as_deref(),
-                                p.currency.as_deref(),
-                                CauseKind::Event,
-                                &id,
-                                Some(d),
-                            ) {
-                                Ok(x) => prepared.push((Some(x), None)),
-                                Err(e) => return self.batch_fallback(msgs, &e),
-                            }
-                        }
-                    }
-                }
-                let total: usize = prepared
-                    .iter()
-                    .map(|(p, _)| p.as_ref().map_or(1, |p| p.batch.len()))
-                    .sum();
-                if total == 0 {
-                    self.actors.push(Actor::ConsumeBatch {
-                        msgs,
-                        phase: BatchPhase::Ack,
-                    });
-                    return;
-                }
-                let crash_inside = self.crash();
-                let fault = if crash_inside {
-                    Fault::At(self.frng.below(total as u64) as usize)
-                } else {
-                    self.fault_batch(total)
-                };
-                if fault == Fault::Before {
-                    return self.batch_fallback(msgs, "D1_ERROR: simulated outage");
-                }
-                // the checker inspects each transition inside the transaction; what it records
-                // is kept only if the transaction commits
-                let saved = (self.rm.clone(), self.dm.clone(), self.stats.clone());
-                self.db.begin();
-                let mut released: Vec<String> = Vec::new();
-                let mut index = 0;
-                let mut failed: Option<String> = None;
-                'all: for (p, ignore) in &prepared {
-                    if let Some((i, reason)) = ignore {
-                        if fault == Fault::At(index) {
-                            failed = Some("D1_ERROR: simulated failure".into());
-                            break 'all;
-                        }
-                        let d = msgs[*i].d;
-                        let b =
-                            st::MARK_IGNORED.bind(vec![Arg::text(self.eid(d)), Arg::text(reason)]);
-                        let b = own(b);
-                        if let Err(e) = self.db.step(&b) {
-                            failed = Some(e);
-                            break 'all;
-                        }
-                        index += 1;
-                        self.touched_d.push((d, Who::Ignore));
-                        continue;
-                    }
-                    let p = p.as_ref().expect("a transition");
-                    let pre = self.pre(p.r, p.d);
-                    let decision = p.plan.decide(pre.status, &pre.effects);
-                    let mut last = None;
-                    for b in &p.batch {
-                        if fault == Fault::At(index) {
-                            failed = Some("D1_ERROR: simulated failure".into());
-                            break 'all;
-                        }
-                        match self.db.step(b) {
-                            Ok(rows) => {
-                                if std::ptr::eq(b.statement, &st::RELEASE_EFFECTS) {
-                                    released.extend(
-                                        (0..rows.rows.len())
-                                            .filter_map(|i| rows.text(i, "effect_id")),
-                                    );
-                                }
-                                last = Some(rows)
-                            }
-                            Err(e) => {
-                                failed = Some(e);
-                                break 'all;
-                            }
-                        }
-                        index += 1;
-                    }
-                    self.after_transition(p, &pre, decision, last.as_ref());
-                }
-                if let Some(e) = failed {
-                    self.db.rollback();
-                    let violations = std::mem::take(&mut self.violations);
-                    (self.rm, self.dm, self.stats) = saved;
-                    self.violations = violations;
-                    self.trace(format!("consumer batch [{names}] rolled back ({e})"));
-                    if crash_inside {
-                        self.stats.crashes += 1;
-                        self.consumers_busy -= 1;
-                        self.trace("consumer batch died inside its transaction".into());
-                        for m in msgs {
-                            let delay = self.frng.below(30_000) as i64;
-                            self.retry(m, delay);
-                        }
-                        return;
-                    }
-                    return self.batch_fallback(msgs, &e);
-                }
-                self.db.commit();
-                if fault == Fault::AfterCommit {
-                    self.trace(format!(
-                        "consumer batch [{names}] committed, the caller saw an error"
-                    ));
-                    return self.batch_fallback(msgs, "D1_ERROR: network lost after commit");
-                }
-                self.trace(format!("consumer batch [{names}] committed"));
-                self.fx_send(&released, "the consumer batch");
-                self.actors.push(Actor::ConsumeBatch {
-                    msgs,
-                    phase: BatchPhase::Ack,
-                });
-            }
-            BatchPhase::Ack => {
-                self.consumers_busy -= 1;
-                self.trace(format!("consumer batch [{names}] acked"));
-                for mut m in msgs {
-                    if self.chaos && self.frng.chance(self.k.p_dup) {
-                        m.attempts += 1;
-                        m.visible_at = self.now() + self.frng.below(30_000) as i64;
-                        self.queue.push(m);
-                    }
-                }
-            }
-        }
-    }
-
-    /// The batch failed: its messages one by one, as `consume` does after `batch_fallback`
-    /// (here as separate consumers: a superset of the interleavings of one doing them in turn).
-    fn batch_fallback(&mut self, msgs: Vec<Msg>, why: &str) {
-        let names: Vec<String> = msgs.iter().map(|m| self.eid(m.d).to_string()).collect();
-        self.trace(format!(
-            "consumer batch [{}] → message by message ({why})",
-            names.join(", ")
-        ));
-        self.consumers_busy += msgs.len() - 1;
-        for msg in msgs {
-            self.actors.push(Actor::Consume {
-                msg,
-                phase: Cons::Load,
-            });
-        }
-    }
-
-    fn consumer_crash(&mut self, msg: Msg, at: &str) {
-        self.stats.crashes += 1;
-        self.consumers_busy -= 1;
-        self.trace(format!(
-            "consumer: {} died ({at}); the message comes back",
-            self.eid(msg.d)
-        ));
-        let delay = self.frng.below(30_000) as i64;
-        self.retry(msg, delay);
     }
 
     fn dead_letter(&mut self, mut msg: Msg, marked: bool) {
@@ -1593,7 +1135,7 @@ impl<'o> Sim<'o> {
         match reset {
             None => {
                 let (at, id) = after.clone().unzip();
-                let b = own(st::REPLAY_CHUNK.bind(vec![
+                let b = (st::REPLAY_CHUNK.bind(vec![
                     Arg::Null,
                     Arg::Null,
                     Arg::text(status),
@@ -1602,7 +1144,8 @@ impl<'o> Sim<'o> {
                     Arg::opt(at.as_deref()),
                     Arg::opt(id.as_deref()),
                     Arg::Int(CHUNK),
-                ]));
+                ]))
+                .into_owned();
                 let fault = self.fault_write();
                 let ex = self.db.run(&b, fault);
                 let rows = ex.result.as_ref().ok().map(|r| r[0].clone());
@@ -1684,15 +1227,18 @@ impl<'o> Sim<'o> {
         let reason = format!("人工核对 ops: marked {to} by hand");
         let result = self.transition(
             r,
-            res.kind,
-            to,
-            order_ref,
-            None,
-            None,
-            CauseKind::Manual,
-            &reason,
-            None,
-            false,
+            Change {
+                resource_id: res.id.clone(),
+                kind: res.kind,
+                to,
+                order_ref: order_ref.map(str::to_string),
+                amount: None,
+                currency: None,
+                cause_kind: CauseKind::Manual,
+                cause: reason,
+                delivery: None,
+                pull: false,
+            },
         );
         self.stats.manual += 1;
         self.trace(format!(
@@ -1702,13 +1248,6 @@ impl<'o> Sim<'o> {
     }
 
     // ------------------------------------------------------------------ the transition
-
-    fn plan_for(&self, kind: ResourceKind, to: State) -> Option<TransitionPlan> {
-        match self.opts.mutations.plan {
-            Some(f) => f(kind, to),
-            None => plan(kind, to),
-        }
-    }
 
     fn pre(&mut self, r: usize, d: Option<usize>) -> Pre {
         let id = self.world.resources[r].id.clone();
@@ -1739,99 +1278,31 @@ impl<'o> Sim<'o> {
         }
     }
 
-    /// `transition::prepare`: the plan, a random token, a license code when it may fulfil,
-    /// and the batch (`transition_batch`).
-    #[allow(clippy::too_many_arguments)]
-    fn prepare(
-        &mut self,
-        r: usize,
-        kind: ResourceKind,
-        to: State,
-        order_ref: Option<&str>,
-        amount: Option<&str>,
-        currency: Option<&str>,
-        cause_kind: CauseKind,
-        cause: &str,
-        d: Option<usize>,
-    ) -> Result<Prepared, String> {
-        let Some(plan) = self.plan_for(kind, to) else {
-            return Err(format!("{to} is not a state of a {}", kind.as_str()));
-        };
-        let token = hex(&self.rng.bytes16());
-        let license = match plan.effect.as_ref().map(|e| e.kind) {
-            Some(EffectKind::Fulfilment) => Some(license_code(self.rng.bytes16())),
-            _ => None,
-        };
-        let resource_id = self.world.resources[r].id.clone();
-        let request = TransitionRequest {
-            plan: &plan,
-            resource_id: &resource_id,
-            order_ref,
-            amount,
-            currency,
-            cause_kind,
-            cause,
-            token: &token,
-            license_code: license.as_deref(),
-            delivery: d.map(|d| self.world.deliveries[d].event_id.as_str()),
-            pull: false,
-        };
-        let mut batch: Vec<Bound<'static>> = st::transition_batch(&request)
-            .into_iter()
-            .map(own)
-            .collect();
+    /// `transition::apply` for an operator or reconciliation: the core's prepared change, one
+    /// batch. Checks what the batch did against what the plan decides from the state just
+    /// before it.
+    pub(super) fn transition(&mut self, r: usize, change: Change) -> Result<(), String> {
+        let rng = &mut self.rng;
+        let p = prepare(change, self.opts.mutations.plan, &mut || rng.bytes16())
+            .map_err(|e| e.to_string())?;
+        let mut statements = p.statements();
         if let Some(edit) = self.opts.mutations.batch {
-            batch = edit(batch, d.map(|d| self.world.deliveries[d].event_id.clone()));
+            statements = edit(statements, p.change.delivery.clone());
         }
-        Ok(Prepared {
-            r,
-            d,
-            to,
-            plan,
-            batch,
-            license,
-            cause_kind,
-            cause: cause.to_string(),
-        })
-    }
-
-    /// `transition::apply`: one prepared transition, one batch. Checks what the batch did
-    /// against what the plan decides from the state just before it.
-    #[allow(clippy::too_many_arguments)]
-    fn transition(
-        &mut self,
-        r: usize,
-        kind: ResourceKind,
-        to: State,
-        order_ref: Option<&str>,
-        amount: Option<&str>,
-        currency: Option<&str>,
-        cause_kind: CauseKind,
-        cause: &str,
-        d: Option<usize>,
-        crash_inside: bool,
-    ) -> Result<(), String> {
-        let p = self.prepare(
-            r, kind, to, order_ref, amount, currency, cause_kind, cause, d,
-        )?;
-        let pre = self.pre(r, d);
+        let pre = self.pre(r, None);
         let decision = p.plan.decide(pre.status, &pre.effects);
-        let fault = if crash_inside {
-            Fault::At(self.frng.below(p.batch.len() as u64) as usize)
-        } else {
-            self.fault_batch(p.batch.len())
-        };
-        let ex = self.db.batch(&p.batch, fault);
+        let fault = self.fault_batch(statements.len());
+        let ex = self.db.batch(&statements, fault);
         if ex.committed {
             let returned = ex.result.as_ref().ok().and_then(|r| r.last().cloned());
-            self.after_transition(&p, &pre, decision, returned.as_ref());
+            self.after_transition(r, None, &p, &statements, &pre, decision, returned.as_ref());
             if ex.result.is_err() {
                 self.trace("  committed, but the caller saw an error".into());
             }
         }
         let rows = ex.result?;
         // `effects::send_released` (an order system is configured)
-        let released = released_ids(&p.batch, &rows);
+        let released = released_ids(&statements, &rows);
         self.fx_send(&released, "the transition");
         Ok(())
     }
@@ -1839,17 +1310,20 @@ impl<'o> Sim<'o> {
     /// Checks one transition's statements, right after they ran (inside their transaction
     /// or after its commit): the read-back, the status and the effects against the plan's
     /// decision from `pre`; records what applied.
+    #[allow(clippy::too_many_arguments)]
     fn after_transition(
         &mut self,
+        r: usize,
+        d: Option<usize>,
         p: &Prepared,
+        batch: &[Bound<'_>],
         pre: &Pre,
         decision: Decision,
         returned: Option<&Rows>,
     ) {
-        let (r, d, to, cause_kind) = (p.r, p.d, p.to, p.cause_kind);
-        let cause = p.cause.as_str();
+        let (to, cause_kind) = (p.change.to, p.change.cause_kind);
+        let cause = p.change.cause.as_str();
         let license = p.license.clone();
-        let batch = &p.batch;
         let res = self.world.resources[r].clone();
         let read_back = self.db.read(batch.last().expect("a read-back"));
         if let Some(returned) = returned {
@@ -2392,11 +1866,9 @@ impl<'o> Sim<'o> {
                     self.replay(Some(d), g);
                 }
                 self.check_touched();
-                if self.drain("replaying the dead") {
-                    if self.final_reconciliation() {
-                        self.final_checks();
-                        self.effects_drain_and_check();
-                    }
+                if self.drain("replaying the dead") && self.final_reconciliation() {
+                    self.final_checks();
+                    self.effects_drain_and_check();
                 }
             }
         }
@@ -2616,20 +2088,4 @@ fn released_ids(batch: &[Bound<'_>], rows: &[Rows]) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// A bound statement whose arguments own their text (the simulator keeps batches around).
-fn own(b: Bound<'_>) -> Bound<'static> {
-    Bound {
-        statement: b.statement,
-        args: b
-            .args
-            .into_iter()
-            .map(|a| match a {
-                Arg::Null => Arg::Null,
-                Arg::Int(i) => Arg::Int(i),
-                Arg::Text(s) => Arg::Text(s.into_owned().into()),
-            })
-            .collect(),
-    }
 }

@@ -128,7 +128,12 @@ pub fn generate(rng: &mut Rng, start: i64) -> World {
             if k == 0 && rng.chance(0.15) {
                 continue;
             }
-            t += rng.below(90_000) as i64;
+            // 0-90 s apart; a refund now and then within seconds of its payment (while the
+            // fulfilment's first attempt may be in flight)
+            t += match state {
+                State::Refunded if rng.chance(0.3) => rng.below(12_000),
+                _ => rng.below(90_000),
+            } as i64;
             events.push(Event {
                 event_type: format!("{}.{}", kind.as_str(), state.as_str()),
                 to: Some(state),

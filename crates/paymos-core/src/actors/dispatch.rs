@@ -351,21 +351,6 @@ pub struct Batch {
     phase: Phase,
 }
 
-fn owned(b: Bound<'_>) -> Bound<'static> {
-    Bound {
-        statement: b.statement,
-        args: b
-            .args
-            .into_iter()
-            .map(|a| match a {
-                Arg::Text(t) => Arg::Text(Cow::Owned(t.into_owned())),
-                Arg::Int(i) => Arg::Int(i),
-                Arg::Null => Arg::Null,
-            })
-            .collect(),
-    }
-}
-
 fn modifier(seconds: i64) -> Arg<'static> {
     Arg::Text(Cow::Owned(format!("{seconds:+} seconds")))
 }
@@ -410,9 +395,9 @@ impl Batch {
         match self.phase {
             Phase::Load => {
                 let ids = self.effect_ids();
-                Step::Load(owned(
-                    st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&ids)]),
-                ))
+                Step::Load(
+                    (st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&ids)])).into_owned(),
+                )
             }
             Phase::Start => match self.start_statement(false) {
                 Some(b) => Step::Start(b),
@@ -492,11 +477,7 @@ impl Batch {
                 modifier(DUE_SLACK_SECONDS),
             )
         };
-        Some(owned(st::START_ATTEMPTS.bind(vec![
-            Arg::json_list(&ids),
-            in_flight,
-            slack,
-        ])))
+        Some((st::START_ATTEMPTS.bind(vec![Arg::json_list(&ids), in_flight, slack])).into_owned())
     }
 
     /// The rows `START_ATTEMPTS` returned: the attempts that committed.
@@ -557,7 +538,7 @@ impl Batch {
                 _ => continue,
             };
             item.statement = Some(statements.len());
-            statements.push(owned(b));
+            statements.push((b).into_owned());
         }
         statements
     }

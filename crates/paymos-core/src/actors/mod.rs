@@ -9,9 +9,11 @@
 //! Test-only parameters (`Mutation`s) let the simulator's teeth revert a fix in this shared
 //! code; production drivers always pass the default (none).
 
+pub mod consume;
 pub mod dead_letter;
 pub mod dispatch;
 pub mod reconcile;
+pub mod transition;
 
 /// A queue message's answer, as both drivers give it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

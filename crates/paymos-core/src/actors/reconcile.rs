@@ -208,21 +208,6 @@ fn modifier(seconds: i64) -> Arg<'static> {
     Arg::Text(Cow::Owned(format!("{seconds:+} seconds")))
 }
 
-fn owned(b: Bound<'_>) -> Bound<'static> {
-    Bound {
-        statement: b.statement,
-        args: b
-            .args
-            .into_iter()
-            .map(|a| match a {
-                Arg::Text(t) => Arg::Text(Cow::Owned(t.into_owned())),
-                Arg::Int(i) => Arg::Int(i),
-                Arg::Null => Arg::Null,
-            })
-            .collect(),
-    }
-}
-
 impl Walk {
     /// `holder`: a random token of this invocation; `budget`: the D1 queries and subrequests
     /// it may spend; `now`: unix seconds.
@@ -272,11 +257,14 @@ impl Walk {
         match self.phase {
             Phase::Acquire => {
                 self.spend();
-                Step::Acquire(owned(st::ACQUIRE_LEASE.bind(vec![
-                    Arg::text(LEASE),
-                    text(&self.holder),
-                    modifier(LEASE_SECONDS),
-                ])))
+                Step::Acquire(
+                    (st::ACQUIRE_LEASE.bind(vec![
+                        Arg::text(LEASE),
+                        text(&self.holder),
+                        modifier(LEASE_SECONDS),
+                    ]))
+                    .into_owned(),
+                )
             }
             Phase::Open => {
                 self.spend();
@@ -301,8 +289,9 @@ impl Walk {
                 let all: Vec<&str> = page.data.iter().map(|i| i.id.as_str()).collect();
                 let paid: Vec<&str> = self.paid_invoices().map(|i| i.id.as_str()).collect();
                 Step::Lookup(vec![
-                    owned(st::UNSEEN_IDS.bind(vec![Arg::Int(run_id), Arg::json_list(&all)])),
-                    owned(st::PAID_ON_RECORD.bind(vec![Arg::json_list(&paid)])),
+                    (st::UNSEEN_IDS.bind(vec![Arg::Int(run_id), Arg::json_list(&all)]))
+                        .into_owned(),
+                    (st::PAID_ON_RECORD.bind(vec![Arg::json_list(&paid)])).into_owned(),
                 ])
             }
             Phase::Handle => self.handle(),
@@ -323,37 +312,36 @@ impl Walk {
         let mut b = Vec::new();
         if let (Some(run), Some((state, error))) = (&self.run, &self.end) {
             if *state != "superseded" {
-                b.push(owned(st::FINISH_RECONCILIATION.bind(vec![
-                    Arg::Int(run.id),
-                    text(&self.holder),
-                    Arg::text(state),
-                    Arg::opt(error.as_deref()),
-                ])));
-                b.push(owned(st::FORGET_SEEN.bind(vec![Arg::Int(run.id)])));
+                b.push(
+                    (st::FINISH_RECONCILIATION.bind(vec![
+                        Arg::Int(run.id),
+                        text(&self.holder),
+                        Arg::text(state),
+                        Arg::opt(error.as_deref()),
+                    ]))
+                    .into_owned(),
+                );
+                b.push((st::FORGET_SEEN.bind(vec![Arg::Int(run.id)])).into_owned());
             }
         }
-        b.push(owned(
-            st::RELEASE_LEASE.bind(vec![Arg::text(LEASE), text(&self.holder)]),
-        ));
+        b.push((st::RELEASE_LEASE.bind(vec![Arg::text(LEASE), text(&self.holder)])).into_owned());
         b
     }
 
     fn open_statements(&self) -> Vec<Bound<'static>> {
         match self.start {
-            Start::ContinueOnly => vec![owned(st::OPEN_RECONCILIATION.bind(vec![]))],
+            Start::ContinueOnly => vec![(st::OPEN_RECONCILIATION.bind(vec![])).into_owned()],
             Start::Daily | Start::Manual { .. } => {
                 let full = matches!(self.start, Start::Manual { full: true });
                 let paid_since = (!full).then_some(self.now - WINDOW_SECONDS);
                 vec![
-                    owned(
-                        st::SUPERSEDE_RECONCILIATIONS
-                            .bind(vec![Arg::Int(i64::from(self.start == Start::Daily))]),
-                    ),
-                    owned(
-                        st::START_RECONCILIATION
-                            .bind(vec![Arg::Int(i64::from(full)), Arg::opt_int(paid_since)]),
-                    ),
-                    owned(st::OPEN_RECONCILIATION.bind(vec![])),
+                    (st::SUPERSEDE_RECONCILIATIONS
+                        .bind(vec![Arg::Int(i64::from(self.start == Start::Daily))]))
+                    .into_owned(),
+                    (st::START_RECONCILIATION
+                        .bind(vec![Arg::Int(i64::from(full)), Arg::opt_int(paid_since)]))
+                    .into_owned(),
+                    (st::OPEN_RECONCILIATION.bind(vec![])).into_owned(),
                 ]
             }
         }
@@ -508,39 +496,42 @@ impl Walk {
     fn record_statements(&self) -> Vec<Bound<'static>> {
         let run_id = self.run.as_ref().expect("opened").id;
         let cursor = self.next_cursor();
-        let mut b = vec![owned(st::RECORD_RECONCILIATION_PAGE.bind(vec![
+        let mut b = vec![(st::RECORD_RECONCILIATION_PAGE.bind(vec![
             Arg::Int(run_id),
             text(&self.holder),
             Arg::opt(cursor.as_deref()),
             // pages fetched and handled: a page split between invocations counts each time
             Arg::Int(1),
             Arg::Int(self.checked),
-        ]))];
+        ]))
+        .into_owned()];
         let page = self.page.as_ref().expect("fetched");
         let handled: Vec<&str> = page.data[..self.at].iter().map(|i| i.id.as_str()).collect();
-        b.push(owned(
-            st::MARK_SEEN.bind(vec![Arg::Int(run_id), Arg::json_list(&handled)]),
-        ));
+        b.push((st::MARK_SEEN.bind(vec![Arg::Int(run_id), Arg::json_list(&handled)])).into_owned());
         for f in &self.findings {
-            b.push(owned(st::INSERT_FINDING.bind(vec![
-                Arg::Int(run_id),
-                text(&self.holder),
-                text(&f.invoice_id),
-                Arg::opt(f.order_ref.as_deref()),
-                Arg::Int(i64::from(f.brought_to_paid)),
-                Arg::opt(f.status.as_deref()),
-            ])));
+            b.push(
+                (st::INSERT_FINDING.bind(vec![
+                    Arg::Int(run_id),
+                    text(&self.holder),
+                    text(&f.invoice_id),
+                    Arg::opt(f.order_ref.as_deref()),
+                    Arg::Int(i64::from(f.brought_to_paid)),
+                    Arg::opt(f.status.as_deref()),
+                ]))
+                .into_owned(),
+            );
         }
-        b.push(owned(st::RENEW_LEASE.bind(vec![
-            Arg::text(LEASE),
-            text(&self.holder),
-            modifier(LEASE_SECONDS),
-        ])));
+        b.push(
+            (st::RENEW_LEASE.bind(vec![
+                Arg::text(LEASE),
+                text(&self.holder),
+                modifier(LEASE_SECONDS),
+            ]))
+            .into_owned(),
+        );
         if let (true, Some(c)) = (self.goes_on(), cursor.as_deref()) {
             // the next page's starting_after, claimed now: asked twice, the run is stuck
-            b.push(owned(
-                st::CLAIM_CURSOR.bind(vec![Arg::Int(run_id), text(c)]),
-            ));
+            b.push((st::CLAIM_CURSOR.bind(vec![Arg::Int(run_id), text(c)])).into_owned());
         }
         b
     }

@@ -52,6 +52,24 @@ pub struct Bound<'a> {
     pub args: Vec<Arg<'a>>,
 }
 
+impl Bound<'_> {
+    /// The same statement with its arguments owned, to keep beyond the borrowed values.
+    pub fn into_owned(self) -> Bound<'static> {
+        Bound {
+            statement: self.statement,
+            args: self
+                .args
+                .into_iter()
+                .map(|a| match a {
+                    Arg::Text(t) => Arg::Text(Cow::Owned(t.into_owned())),
+                    Arg::Int(i) => Arg::Int(i),
+                    Arg::Null => Arg::Null,
+                })
+                .collect(),
+        }
+    }
+}
+
 impl Statement {
     /// Binds `args` in the order of [`Statement::params`]; a wrong count is a bug here.
     pub fn bind<'a>(&'static self, args: Vec<Arg<'a>>) -> Bound<'a> {

@@ -22,7 +22,7 @@ use paymos_core::rows::{DispatchRow, StartedAttempt};
 use paymos_core::statements::{self as st, Arg};
 use paymos_core::time::unix_of_iso;
 
-use super::{own, Sim, CRON_MS, SWEEP_AFTER_SECONDS};
+use super::{Sim, CRON_MS, SWEEP_AFTER_SECONDS};
 use crate::clock;
 use crate::db::Fault;
 use crate::rng::Rng;
@@ -174,9 +174,11 @@ pub(super) struct Fx {
 impl Fx {
     pub(super) fn new(mut rng: Rng, start: i64, chaos_end: i64) -> Fx {
         let scale = *rng.pick(&[1.0, 1.0 / 15.0, 1.0 / 60.0]);
+        // an order system down for a minute to two hours: longer than a compressed ladder, so
+        // that some effects go dead by it (visible, redeliverable) and the 16 hours are tested
         let down = rng.chance(0.3).then(|| {
             let s = start + rng.below((chaos_end - start).max(1) as u64) as i64;
-            (s, s + rng.range(60_000, 1_800_000) as i64)
+            (s, s + rng.range(60_000, 7_200_000) as i64)
         });
         let mut redeliveries: Vec<i64> = (0..rng.below(3))
             .map(|_| start + rng.below((chaos_end - start).max(1) as u64) as i64)
@@ -278,7 +280,7 @@ impl Sim<'_> {
         }
         let rows = self
             .db
-            .read(&own(st::LOAD_EFFECT.bind(vec![Arg::text(id)])));
+            .read(&(st::LOAD_EFFECT.bind(vec![Arg::text(id)])).into_owned());
         let l = if rows.is_empty() {
             "unknown effect".to_string()
         } else {
@@ -301,9 +303,9 @@ impl Sim<'_> {
 
     /// The one effect `id` as the dispatcher loads it (the checker's read).
     fn dispatch_row(&mut self, id: &str) -> Option<DispatchRow> {
-        let rows = self.db.read(&own(
-            st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&[id])])
-        ));
+        let rows = self
+            .db
+            .read(&(st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&[id])])).into_owned());
         rows.to::<DispatchRow>().ok()?.into_iter().next()
     }
 
@@ -831,7 +833,7 @@ impl Sim<'_> {
     fn refunded(&mut self, label: &str) -> bool {
         let resource = label.split(':').next().unwrap_or_default();
         self.db
-            .read(&own(st::LOAD_RESOURCE.bind(vec![Arg::text(resource)])))
+            .read(&(st::LOAD_RESOURCE.bind(vec![Arg::text(resource)])).into_owned())
             .text(0, "status")
             .as_deref()
             == Some("refunded")
@@ -923,7 +925,8 @@ impl Sim<'_> {
         } else {
             self.fx_fault_read()
         };
-        let b = own(st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&[msg.id.as_str()])]));
+        let b = (st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&[msg.id.as_str()])]))
+            .into_owned();
         let ex = self.db.run(&b, fault);
         match ex.result.and_then(|r| r[0].to::<DispatchRow>()) {
             Ok(rows) => {
@@ -962,10 +965,11 @@ impl Sim<'_> {
                 Fault::At(_) => Fault::Before,
                 f => f,
             };
-            let b = own(st::CLAIM_EFFECTS.bind(vec![
+            let b = (st::CLAIM_EFFECTS.bind(vec![
                 Arg::Text(st::seconds_ago(SWEEP_AFTER_SECONDS).into()),
                 Arg::Int(CLAIM_LIMIT),
-            ]));
+            ]))
+            .into_owned();
             let ex = self.db.run(&b, fault);
             let ids: Vec<String> = match ex.result {
                 Ok(r) => (0..r[0].rows.len())
@@ -1013,9 +1017,10 @@ impl Sim<'_> {
             Fault::At(_) => Fault::Before,
             f => f,
         };
-        let ex = self
-            .db
-            .run(&own(st::REDELIVER_EFFECT.bind(vec![Arg::text(&id)])), fault);
+        let ex = self.db.run(
+            &(st::REDELIVER_EFFECT.bind(vec![Arg::text(&id)])).into_owned(),
+            fault,
+        );
         match ex.result {
             Ok(r) if r[0].is_empty() => {
                 // a cancelled fulfilment, or one whose invoice has a revocation: 409

@@ -8,6 +8,7 @@
 use paymos_core::actors::reconcile::{
     Ended, OnRecord, ProviderPage, RunRow, Seen, Start, Step, Walk, CAUSE,
 };
+use paymos_core::actors::transition::Change;
 use paymos_core::statements::{self as st, Arg};
 use paymos_core::{ResourceKind, State};
 
@@ -112,15 +113,18 @@ impl Sim<'_> {
         let before = self.rm[r].applied;
         self.transition(
             r,
-            ResourceKind::Invoice,
-            State::Paid,
-            res.order_ref.as_deref(),
-            res.amount.as_deref(),
-            res.currency.as_deref(),
-            paymos_core::CauseKind::Reconciliation,
-            CAUSE,
-            None,
-            false,
+            Change {
+                resource_id: res.id.clone(),
+                kind: ResourceKind::Invoice,
+                to: State::Paid,
+                order_ref: res.order_ref.clone(),
+                amount: res.amount.clone(),
+                currency: res.currency.clone(),
+                cause_kind: paymos_core::CauseKind::Reconciliation,
+                cause: CAUSE.to_string(),
+                delivery: None,
+                pull: false,
+            },
         )?;
         self.stats.reconciled += 1;
         let row = self.db.read(&st::LOAD_RESOURCE.bind(vec![Arg::text(id)]));

@@ -1,0 +1,208 @@
+use super::*;
+use serde_json::json;
+
+fn settings(mode: Result<Mode, String>) -> Settings {
+    Settings {
+        mode,
+        pull: false,
+        retry_base: 10,
+        plan: None,
+        edit: None,
+    }
+}
+
+fn msg(id: &str, attempts: u32) -> Message {
+    Message {
+        event_id: id.into(),
+        generation: Some(0),
+        attempts,
+    }
+}
+
+fn row(id: &str, event_type: &str, livemode: bool, processed: bool) -> DeliveryRow {
+    let body = json!({
+        "event_id": id, "type": event_type, "created": 1764450000, "livemode": livemode,
+        "data": {"id": "inv_1", "object": "invoice", "order_ref": "order_a"}
+    })
+    .to_string();
+    DeliveryRow {
+        event_id: id.into(),
+        resource_id: "inv_1".into(),
+        event_type: event_type.into(),
+        received_at: "2026-12-01T00:00:00.000Z".into(),
+        processed_at: processed.then(|| "2026-12-01T00:00:01.000Z".into()),
+        outcome: processed.then(|| "applied".into()),
+        attempts: 0,
+        last_error: None,
+        enqueued_at: None,
+        replays: 0,
+        reason: None,
+        generation: 0,
+        body: Some(body),
+    }
+}
+
+fn draw() -> impl FnMut() -> [u8; 16] {
+    let mut n = 0u8;
+    move || {
+        n = n.wrapping_add(1);
+        [n; 16]
+    }
+}
+
+/// The results a committed transaction gives back: a read-back saying `outcome` for each
+/// transition, a released effect for the first.
+fn results(b: &[Bound<'_>], outcome: &str, order_ref: &str) -> Vec<Vec<serde_json::Value>> {
+    let mut released = false;
+    b.iter()
+        .map(|s| match s.statement.name {
+            "RELEASE_EFFECTS" if !released => {
+                released = true;
+                vec![json!({"effect_id": "eff_1"})]
+            }
+            "READ_BACK" => vec![json!({
+                "status": "paid", "order_ref": order_ref, "applied": (outcome == "applied") as i64,
+                "outcome": outcome
+            })],
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+#[test]
+fn a_batch_loads_once_applies_in_one_transaction_and_acks_every_message() {
+    let mut b = Batch::new(
+        vec![
+            msg("evt_a", 1),
+            msg("evt_b", 1),
+            msg("evt_c", 1),
+            msg("evt_d", 1),
+            msg("evt_gone", 1),
+        ],
+        settings(Ok(Mode::Test)),
+    );
+    let Step::Load(load) = b.step() else { panic!() };
+    assert_eq!(load.statement.name, "LOAD_DELIVERIES");
+    b.loaded(
+        vec![
+            row("evt_a", "invoice.paid", false, false),
+            row("evt_b", "invoice.paid", true, false),
+            row("evt_c", "invoice.disputed", false, false),
+            row("evt_d", "invoice.paid", false, true),
+        ],
+        &mut draw(),
+    );
+    let Step::Apply(statements) = b.step() else {
+        panic!()
+    };
+    let names: Vec<&str> = statements.iter().map(|s| s.statement.name).collect();
+    assert_eq!(names[0], "GUARDED_UPSERT");
+    assert_eq!(names.iter().filter(|n| **n == "MARK_IGNORED").count(), 2);
+    assert_eq!(names.iter().filter(|n| **n == "READ_BACK").count(), 1);
+    let res = results(&statements, "applied", "order_a");
+    b.applied(res);
+    let Step::Answer(a) = b.step() else { panic!() };
+    let outcomes: Vec<(&str, Option<&str>, Answer)> = a
+        .replies
+        .iter()
+        .map(|r| (r.outcome, r.detail.as_deref(), r.answer))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("applied", None, Answer::Ack),
+            ("ignored", Some(LIVEMODE_MISMATCH), Answer::Ack),
+            ("ignored", Some(UNKNOWN_EVENT_TYPE), Answer::Ack),
+            ("already_processed", None, Answer::Ack),
+            ("missing", None, Answer::Ack),
+        ]
+    );
+    assert_eq!(a.released, ["eff_1"]);
+    assert!(a.lines.is_empty());
+    assert_eq!(b.step(), Step::Done);
+}
+
+#[test]
+fn a_failed_batch_is_split_and_a_failed_message_retries_on_the_queues_count() {
+    let mut b = Batch::new(
+        vec![msg("evt_a", 1), msg("evt_b", 1)],
+        settings(Ok(Mode::Test)),
+    );
+    let _ = b.step();
+    b.failed("database_unavailable: D1_ERROR".into());
+    let Step::Split(each, why) = b.step() else {
+        panic!()
+    };
+    assert_eq!(each.len(), 2);
+    assert!(why.starts_with("database_unavailable"));
+    let mut one = Batch::new(vec![msg("evt_a", 3)], settings(Ok(Mode::Test)));
+    let _ = one.step();
+    one.failed("database_unavailable: D1_ERROR".into());
+    let Step::RecordFailure(record) = one.step() else {
+        panic!()
+    };
+    assert_eq!(record.statement.name, "RECORD_FAILURE");
+    let Step::Answer(a) = one.step() else {
+        panic!()
+    };
+    assert_eq!(
+        a.replies[0].answer,
+        Answer::Retry(40),
+        "10 s doubling: the third attempt"
+    );
+    assert_eq!(
+        a.replies[0].detail.as_deref(),
+        Some("database_unavailable: D1_ERROR; attempt 3; retry in 40s")
+    );
+}
+
+#[test]
+fn a_body_that_no_longer_parses_and_an_invalid_mode_fail_the_message() {
+    let mut b = Batch::new(vec![msg("evt_a", 1)], settings(Ok(Mode::Test)));
+    let _ = b.step();
+    let mut broken = row("evt_a", "invoice.paid", false, false);
+    broken.body = Some(r#"{"event_id":"evt_a","type":"invoice.paid"}"#.into());
+    b.loaded(vec![broken], &mut draw());
+    let Step::RecordFailure(record) = b.step() else {
+        panic!()
+    };
+    assert!(matches!(&record.args[1], Arg::Text(t) if t.contains("stored body does not parse")));
+    let mut b = Batch::new(
+        vec![msg("evt_a", 1)],
+        settings(Err("PAYMOS_MODE is not live or test".into())),
+    );
+    let Step::RecordFailure(record) = b.step() else {
+        panic!()
+    };
+    assert!(
+        matches!(&record.args[1], Arg::Text(t) if t.starts_with("not_configured: PAYMOS_MODE"))
+    );
+}
+
+#[test]
+fn an_order_ref_that_disagrees_with_the_one_on_record_is_said() {
+    let mut b = Batch::new(vec![msg("evt_a", 1)], settings(Ok(Mode::Test)));
+    let _ = b.step();
+    b.loaded(
+        vec![row("evt_a", "invoice.paid", false, false)],
+        &mut draw(),
+    );
+    let Step::Apply(statements) = b.step() else {
+        panic!()
+    };
+    b.applied(results(&statements, "stale", "order_first"));
+    let Step::Answer(a) = b.step() else { panic!() };
+    assert_eq!(a.replies[0].outcome, "stale");
+    assert_eq!(a.lines.len(), 1);
+    assert_eq!(a.lines[0].outcome, "order_ref_mismatch");
+    assert!(
+        a.lines[0].detail.contains("\"order_a\"") && a.lines[0].detail.contains("\"order_first\"")
+    );
+}
+
+#[test]
+fn modes_accept_their_own_livemode() {
+    assert!(Mode::Live.accepts(true) && !Mode::Live.accepts(false));
+    assert!(Mode::Test.accepts(false) && !Mode::Test.accepts(true));
+    assert_eq!(Mode::Live.as_str(), "live");
+}
