@@ -98,6 +98,19 @@ test("a normal life: created → confirming → paid → refunded; history names
   assert.ok(fulfilment.license_code && fulfilment.order_ref && fulfilment.created_at);
 });
 
+test("a later event whose order_ref disagrees with the one on record: the first is kept, the disagreement logged", async () => {
+  const inv = randomId("inv_");
+  const first = envelope("invoice.paid", inv, { data: { order_ref: "order_first_1" } });
+  await deliver(w.url, first);
+  assert.equal((await processed(first.event_id)).outcome, "applied");
+  const other = envelope("invoice.paid", inv, { data: { order_ref: "order_other_2" } });
+  await deliver(w.url, other);
+  assert.equal((await processed(other.event_id)).outcome, "stale");
+  assert.equal((await resource(inv)).order_ref, "order_first_1", "a known order_ref is never overwritten");
+  const said = await eventually("the disagreement's log line", () => w.logs.find((l) => l.stage === "consume" && l.event_id === other.event_id && l.outcome === "order_ref_mismatch"));
+  assert.match(said.detail, /"order_other_2".*"order_first_1".*kept/);
+});
+
 test("refund after fulfilment, delivered twice under two ids: revoked once", async () => {
   const inv = randomId("inv_");
   await send("invoice.paid", inv);

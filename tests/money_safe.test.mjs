@@ -295,6 +295,55 @@ test("while D1 fails, the retry delay still grows: it follows the queue's own at
   }
 });
 
+test("a D1 outage longer than the queue's retries (time compressed) makes no delivery dead: processed once D1 is back, no operator", async () => {
+  // A 20-minute outage with the ladder compressed: a retry base of 1 s and 3 retries (not 10 at
+  // up to 15 minutes), so every message spends its retries, and its dead letter too, while D1
+  // is down; nothing recorded a failure, so nothing is marked dead.
+  const down = await startWorker({
+    vars: { QUEUE_RETRY_BASE_SECONDS: "1", SWEEP_AFTER_SECONDS: "0" },
+    patch(o) {
+      o.queueProducers = { ...o.queueProducers, TEST_DELIVERIES: { queueName: "paymos-deliveries" } };
+      o.queueConsumers["paymos-deliveries"] = { ...o.queueConsumers["paymos-deliveries"], maxRetries: 3 };
+    },
+  });
+  try {
+    const envs = Array.from({ length: 5 }, () => envelope("invoice.paid", randomId("inv_"), { data: { order_ref: `order_${randomId("o")}` } }));
+    for (const env of envs) await insertUnprocessed(down.db, env);
+    // the outage: the delivery table is gone for the consumer, its dead letters, RECORD_FAILURE
+    await down.db.prepare("ALTER TABLE webhook_delivery RENAME TO webhook_delivery_away").run();
+    const producer = await down.mf.getQueueProducer("TEST_DELIVERIES");
+    for (const env of envs) await producer.send({ event_id: env.event_id, generation: 0 });
+    const lines = (stage, id) => down.logs.filter((l) => l.stage === stage && l.event_id === id);
+    await eventually(
+      "every message's retries and its dead letter spent during the outage",
+      () => envs.every((e) => lines("consume", e.event_id).filter((l) => l.outcome === "retry").length >= 4 && lines("dead_letter", e.event_id).length >= 1),
+      60000,
+    );
+    // D1 is back
+    await down.db.prepare("ALTER TABLE webhook_delivery_away RENAME TO webhook_delivery").run();
+    // whatever the dead-letter queue still holds is handed back; what it dropped, the cron's
+    // sweeper re-enqueues (nothing needs an operator)
+    await eventually(
+      "every delivery processed",
+      async () => {
+        await down.scheduled();
+        const rows = await Promise.all(envs.map((e) => row(down.db, e.event_id)));
+        return rows.every((r) => r.processed_at) && rows;
+      },
+      60000,
+      1000,
+    );
+    for (const env of envs) {
+      const r = await row(down.db, env.event_id);
+      assert.equal(r.outcome, "applied", `${env.event_id}: ${r.outcome}`);
+      assert.equal((await effects(down.db, env.data.id)).filter((e) => e.kind === "fulfilment").length, 1);
+    }
+    assert.equal(down.logs.filter((l) => l.stage === "dead_letter" && l.outcome === "dead").length, 0, "nothing marked dead");
+  } finally {
+    await down.close();
+  }
+});
+
 // ---------------------------------------------------------------- 6. the sweeper keeps up
 
 test("one sweep re-enqueues a backlog far beyond 500 rows, in batches of 100", async () => {

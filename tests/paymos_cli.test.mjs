@@ -126,7 +126,7 @@ async function startSandbox(extraArgs = []) {
  * fulfilment is sent there as a Standard Webhooks effect once its order_ref is known; with
  * `orders.newIdPerAttempt` every effect is sent twice under two fresh ids (a broken outbox).
  */
-async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-token", dedupe = false, orders } = {}) {
+async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-token", dedupe = false, orders, oldRefundTable = false } = {}) {
   const deliveries = []; // no unique key on event_id: the broken part
   const resources = new Map();
   const seen = { webhook: 0, admin: [] };
@@ -163,7 +163,7 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
   const transition = async (id, to, cause, orderRef) => {
     let r = resources.get(id);
     if (!r) resources.set(id, (r = { id, kind: "invoice", status: "created", effects: [], history: [] }));
-    if (to === "paid" && r.status !== "paid") {
+    if (to === "paid" && r.status !== "paid" && r.status !== "refunded") {
       r.status = "paid";
       r.history.push({ state: "paid", cause, at: now() });
       const f = { id: randomId("eff_"), kind: "fulfilment", created_at: now(), order_ref: orderRef ?? null, license_code: randomBytes(16).toString("hex"), cause };
@@ -194,9 +194,23 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
       // the row first, synchronously (the dedupe check above and this insert are one step)
       const row = { event_id: env.event_id, resource_id: resourceId, event_type: env.type, received_at: now(), processed_at: null, outcome: null };
       deliveries.push(row);
-      const existed = resources.get(resourceId)?.status === "paid";
-      const applied = env.type === "invoice.paid" && (await transition(resourceId, "paid", env.event_id, env.data.order_ref));
-      row.outcome = applied ? "applied" : existed ? "stale" : "ignored";
+      const before = resources.get(resourceId);
+      const existed = before?.status === "paid";
+      let applied = false;
+      if (env.type === "invoice.paid") applied = await transition(resourceId, "paid", env.event_id, env.data.order_ref);
+      else if (env.type === "invoice.created" && !before) {
+        resources.set(resourceId, { id: resourceId, kind: "invoice", status: "created", effects: [], history: [{ state: "created", cause: env.event_id, at: now() }] });
+        applied = true;
+      } else if (env.type === "invoice.refunded" && before?.status !== "refunded" && !(oldRefundTable && before?.status !== "paid")) {
+        // (oldRefundTable: the table before its amendment, refunded only from paid)
+        // a refund is entered from every state but refunded; a paid after it is stale
+        const r = before ?? { id: resourceId, kind: "invoice", status: "created", effects: [], history: [] };
+        resources.set(resourceId, r);
+        r.status = "refunded";
+        r.history.push({ state: "refunded", cause: env.event_id, at: now() });
+        applied = true;
+      }
+      row.outcome = applied ? "applied" : existed || before ? "stale" : "ignored";
       row.processed_at = now();
       return reply(res, 200, { received: true, duplicate: false });
     }
@@ -312,7 +326,7 @@ describe("against the worker", () => {
     assert.ok(r.json, `not JSON: ${r.stdout}\n${r.stderr}`);
     const failed = r.json.steps.filter((s) => !s.pass);
     assert.deepEqual(failed, [], JSON.stringify(failed, null, 2));
-    assert.deepEqual(r.json.steps.map((s) => s.step), [1, 2, 3, 4, 5, 6]);
+    assert.deepEqual(r.json.steps.map((s) => s.step), [1, 2, 3, 4, 5, 6, 7]);
     assert.equal(r.code, 0, r.stderr);
     const received = await (await fetch(`${orders.url}/received`)).json();
     const ids = received.shipped.map((x) => x.id);
@@ -388,7 +402,7 @@ describe("without the worker", () => {
     t.after(() => rx.close());
     const r = await paymos(["check", "--to", rx.url, "--admin-token", rx.token, "--orders", good.url, "--timeout-seconds", "5", "--json"]);
     assert.equal(r.code, 0, r.stdout + r.stderr);
-    assert.deepEqual(r.json.steps.map((s) => [s.step, s.pass]), [[1, true], [2, true], [3, true], [4, true], [5, true], [6, true]]);
+    assert.deepEqual(r.json.steps.map((s) => [s.step, s.pass]), [[1, true], [2, true], [3, true], [4, true], [5, true], [6, true], [7, true]]);
     const s6 = r.json.steps[5];
     assert.equal(s6.evidence.invoices.length, 3);
     assert.deepEqual(Object.values(s6.evidence.shipped_per_invoice), [1, 1, 1]);
@@ -404,7 +418,17 @@ describe("without the worker", () => {
     assert.equal(b.code, 1, b.stdout + b.stderr);
     assert.match(b.stdout, /^\[FAIL\] step 6: the order system received each fulfilment exactly once/m);
     assert.match(b.stdout, /why: inv_\w+ was shipped 2 times \(effect ids eff_\w+, eff_\w+\)/);
-    assert.match(b.stdout, /^FAIL: 1 of 6 steps failed \(step 6\)$/m);
+    assert.match(b.stdout, /^FAIL: 1 of 7 steps failed \(step 6\)$/m);
+
+    // the invoice table before its amendment (refunded only from paid): the refund that
+    // overtakes its payment is stale, the paid after it ships goods for money returned
+    const third = await startOrders(["--secret", ordersSecret]);
+    const old = await startBrokenReceiver({ dedupe: true, orders: { url: third.url, secret: ordersSecret }, oldRefundTable: true });
+    t.after(() => old.close());
+    const o = await paymos(["check", "--to", old.url, "--admin-token", old.token, "--orders", third.url, "--timeout-seconds", "5"]);
+    assert.equal(o.code, 1, o.stdout + o.stderr);
+    assert.match(o.stdout, /^\[FAIL\] step 7: a refund that overtakes its payment/m);
+    assert.match(o.stdout, /^FAIL: 1 of 7 steps failed \(step 7\)$/m);
   });
 
   test("paymos orders: a Standard-Webhooks-signed effect ships once, a copy is dropped, a bad signature is 401", async () => {

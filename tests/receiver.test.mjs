@@ -395,6 +395,30 @@ test("a chunked body with no Content-Length: over the limit 413 (read no further
   assert.equal(await rowCount(small.event_id), 1);
 });
 
+test("PAYMOS_MAX_BODY_BYTES above 1 MiB (a D1 row holds 2 MB) is not used: the default 256 KiB is, and it is said", async () => {
+  const wide = await startWorker({ vars: { PAYMOS_MAX_BODY_BYTES: String(2 * 1024 * 1024) } });
+  try {
+    const big = envelope("invoice.paid", randomId("inv_"), { data: { note: "z".repeat(300 * 1024) } });
+    const res = await deliver(wide.url, big);
+    assert.equal(res.status, 413);
+    assert.equal(res.json.error, "payload_too_large");
+    const metrics = await fetch(`${wide.url}/admin/api/metrics`, { headers: { authorization: "Bearer test-admin-token-0123456789" } }).then((r) => r.json());
+    assert.ok(
+      metrics.config.warnings.includes('PAYMOS_MAX_BODY_BYTES is "2097152", outside 1 to 1048576: 262144 is used'),
+      JSON.stringify(metrics.config.warnings),
+    );
+    // 1 MiB itself is taken as given
+    const oneMiB = await startWorker({ vars: { PAYMOS_MAX_BODY_BYTES: String(1024 * 1024) } });
+    try {
+      assert.equal((await deliver(oneMiB.url, big)).status, 200);
+    } finally {
+      await oneMiB.close();
+    }
+  } finally {
+    await wide.close();
+  }
+});
+
 test("refusals that need no body (413, 405, 404, 401, a bad admin id) leave the sender's keep-alive connection usable", async () => {
   // workerd drops a keep-alive connection whose request body a reply left unread, and the
   // client's next request on it fails (ECONNRESET): before the drain, 3-8 % of them did.

@@ -679,6 +679,84 @@ fn step6(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     }
 }
 
+/// Step 7 (with `--orders`): a refund that overtakes its payment (created, refunded, then
+/// paid) leaves the invoice refunded, makes no fulfilment, and the order system is sent
+/// nothing for it (CONTRACT §3, amended).
+fn step7(c: &Checker, _s: &mut State, ev: &mut Ev) -> StepResult {
+    let orders = c.o.orders.as_deref().unwrap_or_default();
+    let first = build_envelope(&EventSpec {
+        event_type: "invoice.created".into(),
+        order_ref: Some(new_order_ref()),
+        ..Default::default()
+    })
+    .map_err(|e| e.to_string())?;
+    let invoice = first.resource_id.clone();
+    ev.put("resource_id", invoice.clone());
+    let mut outcomes = Vec::new();
+    for event_type in ["invoice.created", "invoice.refunded", "invoice.paid"] {
+        let built = if event_type == "invoice.created" {
+            first.clone()
+        } else {
+            build_envelope(&EventSpec {
+                event_type: event_type.into(),
+                resource_id: Some(invoice.clone()),
+                ..Default::default()
+            })
+            .map_err(|e| e.to_string())?
+        };
+        c.deliver_expecting(&built, ev, event_type, Some(false))?;
+        let (d, _) = c.wait_processed(&built.event_id, Instant::now())?;
+        outcomes.push(json!([event_type, d["outcome"]]));
+    }
+    ev.put("outcomes", outcomes.clone());
+    let want = [
+        ("invoice.created", "applied"),
+        ("invoice.refunded", "applied"),
+        ("invoice.paid", "stale"),
+    ];
+    for (got, (t, o)) in outcomes.iter().zip(want) {
+        ensure(got[1] == o, || format!("{t} was {}, expected {o}", got[1]))?;
+    }
+    let res = c.resource(&invoice)?;
+    ev.put("resource_status", res["status"].clone());
+    ensure(res["status"] == "refunded", || {
+        format!("the invoice is {}, expected refunded", res["status"])
+    })?;
+    ensure(fulfilments(&res).is_empty(), || {
+        "a fulfilment was made for money that went back".into()
+    })?;
+    // give a wrongly made fulfilment time to arrive, then look
+    thread::sleep(Duration::from_secs(2));
+    let url = format!("{}/received", orders.trim_end_matches('/'));
+    let text = c
+        .agent
+        .get(&url)
+        .call()
+        .map_err(|e| format!("GET {url}: {e}"))?
+        .into_string()
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    let received: Value =
+        serde_json::from_str(&text).map_err(|_| format!("GET {url} did not answer JSON"))?;
+    let sent: Vec<&Value> = received["shipped"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|x| x["resource_id"] == invoice.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    ev.put("shipped_for_it", sent.len());
+    ensure(sent.is_empty(), || {
+        format!(
+            "the order system shipped {} effect(s) for a refunded invoice",
+            sent.len()
+        )
+    })
+}
+
+pub const STEP7_NAME: &str =
+    "a refund that overtakes its payment: refunded, no fulfilment, nothing sent to the order system";
+
 pub const STEP6_NAME: &str =
     "the order system received each fulfilment exactly once, with its license code and order_ref";
 
@@ -703,6 +781,7 @@ pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
         vec![step1, step2, step3, step4, step5];
     if o.orders.is_some() {
         steps.push(step6);
+        steps.push(step7);
     }
     if !o.json {
         println!(
@@ -722,7 +801,11 @@ pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
             name: if partial {
                 STEP5_PARTIAL_NAME
             } else {
-                STEP_NAMES.get(i).copied().unwrap_or(STEP6_NAME)
+                match i {
+                    5 => STEP6_NAME,
+                    6 => STEP7_NAME,
+                    _ => STEP_NAMES[i],
+                }
             },
             pass: result.is_ok(),
             not_proved: partial.then_some(STEP5_NOT_PROVED),

@@ -158,6 +158,14 @@ pub struct OrderSystem {
     rng: SplitMix64,
     seen: HashSet<String>,
     shipped: Vec<Shipped>,
+    /// Resources whose refund arrived: a fulfilment for one of them ships nothing, whenever
+    /// it arrives (CONTRACT §3: a revocation may reach the order system before an attempt of
+    /// its fulfilment that was in flight).
+    revoked: HashSet<String>,
+    /// Revocations of a fulfilment never accepted (answered 2xx, nothing to undo), and
+    /// fulfilments withheld because their resource was revoked first.
+    revoked_unshipped: u64,
+    withheld: u64,
     requests: u64,
     duplicates: u64,
     rejected: u64,
@@ -175,6 +183,9 @@ impl OrderSystem {
             rng: SplitMix64::new(seed),
             seen: HashSet::new(),
             shipped: Vec::new(),
+            revoked: HashSet::new(),
+            revoked_unshipped: 0,
+            withheld: 0,
             requests: 0,
             duplicates: 0,
             rejected: 0,
@@ -196,6 +207,8 @@ impl OrderSystem {
     pub fn received(&self) -> Value {
         json!({
             "shipped": self.shipped,
+            "revoked_unshipped": self.revoked_unshipped,
+            "withheld": self.withheld,
             "requests": self.requests,
             "duplicates": self.duplicates,
             "rejected": self.rejected,
@@ -322,6 +335,34 @@ impl OrderSystem {
             // before it is known; one that arrives anyway is refused, visibly.
             self.invalid += 1;
             return refuse(422, "fulfilment_without_order_ref");
+        }
+        let resource = text("resource_id").unwrap_or_default();
+        let fulfilled = |s: &Self| {
+            s.shipped
+                .iter()
+                .any(|x| x.kind == "fulfilment" && x.resource_id.as_deref() == Some(&resource))
+        };
+        if kind == "revocation" && !fulfilled(self) {
+            // a revocation of a fulfilment never accepted: 2xx, nothing shipped, nothing to
+            // undo; a fulfilment arriving after it ships nothing either
+            self.seen.insert(key);
+            self.revoked.insert(resource);
+            self.revoked_unshipped += 1;
+            return reply(
+                200,
+                json!({ "received": true, "duplicate": false, "shipped": false }),
+            );
+        }
+        if kind == "fulfilment" && self.revoked.contains(&resource) {
+            self.seen.insert(key);
+            self.withheld += 1;
+            return reply(
+                200,
+                json!({ "received": true, "duplicate": false, "shipped": false, "revoked": true }),
+            );
+        }
+        if kind == "revocation" {
+            self.revoked.insert(resource);
         }
         let shipped = Shipped {
             id: id.clone(),
@@ -642,6 +683,32 @@ mod tests {
         assert_eq!(
             (rec["requests"].clone(), rec["duplicates"].clone()),
             (json!(5), json!(3))
+        );
+    }
+
+    #[test]
+    fn a_revocation_of_a_fulfilment_never_accepted_ships_nothing_and_so_does_a_late_fulfilment() {
+        let mut s = system(Failures::default());
+        let revoke = post(
+            &mut s,
+            &signed("eff_r", effect_body("eff_r", "revocation", None)),
+        );
+        assert_eq!(status(&revoke), 200);
+        // the fulfilment's attempt that was in flight arrives after its revocation
+        let late = post(
+            &mut s,
+            &signed("eff_f", effect_body("eff_f", "fulfilment", Some("order_9"))),
+        );
+        assert_eq!(status(&late), 200);
+        let rec = s.received();
+        assert_eq!(
+            rec["shipped"].as_array().unwrap().len(),
+            0,
+            "nothing shipped"
+        );
+        assert_eq!(
+            (rec["revoked_unshipped"].clone(), rec["withheld"].clone()),
+            (json!(1), json!(1))
         );
     }
 
