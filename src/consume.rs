@@ -7,10 +7,11 @@ use crate::error::AppResult;
 use crate::queue::{self, DeliveryMessage, Incoming};
 use crate::{log, sql, transition};
 use paymos_core::actors::consume::{self, Batch, Step};
+use paymos_core::actors::sweep::{Chunks, Kind, CHUNK};
 use paymos_core::actors::{dead_letter, Answer};
 use paymos_core::is_valid_event_id;
 use paymos_core::rows::DeliveryRow;
-use worker::{D1Database, Date, Env};
+use worker::{D1Database, Env};
 
 fn settings(env: &Env) -> consume::Settings {
     consume::Settings {
@@ -193,50 +194,32 @@ async fn dead_letter_one(
     }
 }
 
-/// How many rows one sweeper claim takes, and one `sendBatch` sends (the platform's limit).
-const SWEEP_CHUNK: u32 = 100;
 /// Wall-clock budget of one sweep, well inside a cron invocation's limits.
 const SWEEP_MILLIS: u64 = 20_000;
 
 /// Re-enqueues deliveries left unprocessed too long, so a lost enqueue or a crashed consumer
-/// never loses a delivery. Loops in chunks of 100 until nothing is left, the time budget is
-/// spent, or `budget` (D1 queries + subrequests this sweep may use) is; each chunk costs one
-/// claim query and one send.
+/// never loses a delivery: the core's sweeper (`actors::sweep`), chunks of 100 until nothing
+/// is left, the time budget is spent, or `budget` (D1 queries + subrequests: a claim and a
+/// send a chunk) is.
 pub async fn sweep(env: &Env, budget: u32) -> AppResult<usize> {
     let db = sql::database(env)?;
-    let started = Date::now().as_millis();
-    let older_than = config::sweep_after_seconds(env);
-    let max_chunks = (budget / 2).max(1);
-    let mut total = 0usize;
-    let mut chunks = 0;
-    let mut failure = None;
-    while chunks < max_chunks && Date::now().as_millis().saturating_sub(started) < SWEEP_MILLIS {
-        chunks += 1;
-        let claimed = sql::claim_unprocessed(&db, older_than, SWEEP_CHUNK).await?;
-        let n = claimed.len();
-        if n == 0 {
-            break;
-        }
-        let messages = claimed
-            .into_iter()
-            .map(|(id, generation)| DeliveryMessage::new(id, generation))
-            .collect();
-        let (sent, err) = queue::enqueue_all(env, messages).await;
-        total += sent;
-        if let Some(e) = err {
-            // claimed rows wait for the next sweep (their enqueued_at moved): nothing lost
-            failure = Some(e.to_string());
-            break;
-        }
-        if n < SWEEP_CHUNK as usize {
-            break;
-        }
-    }
+    let kind = Kind::Deliveries {
+        older_than: config::sweep_after_seconds(env),
+    };
+    let chunks = Chunks::new(kind, CHUNK, (budget / 2).max(1));
+    let done = crate::sweep::drive(
+        env,
+        &db,
+        chunks,
+        crate::sweep::Queue::Deliveries,
+        Some(SWEEP_MILLIS),
+    )
+    .await?;
     log::line(
         "sweep",
         "-",
-        &format!("requeued {total}"),
-        failure.as_deref(),
+        &format!("requeued {}", done.sent),
+        done.failure.as_deref(),
     );
-    Ok(total)
+    Ok(done.sent)
 }

@@ -12,6 +12,7 @@ use crate::queue::{self, Incoming};
 use crate::sql;
 use futures_util::future::{select, Either};
 use paymos_core::actors::dispatch::{self, Push};
+use paymos_core::actors::sweep::{Chunks, Kind, CHUNK};
 use paymos_core::actors::Answer;
 use paymos_core::rows::{DispatchRow, StartedAttempt};
 use paymos_core::standard_webhooks;
@@ -291,32 +292,28 @@ async fn dead_letter(env: &Env, db: &D1Database, messages: Vec<(Incoming, String
     }
 }
 
-/// Re-enqueues pending effects whose message was lost or whose dispatcher died. Skipped
-/// while no order system is configured (the effects wait in the feed). Returns how many.
+/// Re-enqueues pending effects whose message was lost or whose dispatcher died (the core's
+/// sweeper, `actors::sweep`). Skipped while no order system is configured (the effects wait in
+/// the feed). Returns how many.
 pub async fn sweep(env: &Env, budget: u32) -> AppResult<usize> {
     // an unusable URL is said at every run while it lasts, as the metrics' warnings do
     if !can_push(env, "sweep_effects", None) {
         return Ok(0);
     }
     let db = sql::database(env)?;
-    let older_than = config::sweep_after_seconds(env);
-    let mut total = 0;
-    for _ in 0..(budget / 2).max(1) {
-        let ids = sql::claim_effects(&db, older_than, 100).await?;
-        let n = ids.len();
-        if n == 0 {
-            break;
-        }
-        let (sent, err) = queue::enqueue_effects(env, &ids).await;
-        total += sent;
-        if let Some(e) = err {
-            log::line("sweep_effects", "-", "enqueue_error", Some(&e.to_string()));
-            break;
-        }
-        if n < 100 {
-            break;
-        }
+    let kind = Kind::Effects {
+        older_than: config::sweep_after_seconds(env),
+    };
+    let chunks = Chunks::new(kind, CHUNK, (budget / 2).max(1));
+    let done = crate::sweep::drive(env, &db, chunks, crate::sweep::Queue::Effects, None).await?;
+    if let Some(e) = &done.failure {
+        log::line("sweep_effects", "-", "enqueue_error", Some(e));
     }
-    log::line("sweep_effects", "-", &format!("requeued {total}"), None);
-    Ok(total)
+    log::line(
+        "sweep_effects",
+        "-",
+        &format!("requeued {}", done.sent),
+        None,
+    );
+    Ok(done.sent)
 }

@@ -15,6 +15,7 @@ mod queue;
 mod receive;
 mod reconcile;
 mod sql;
+mod sweep;
 mod transition;
 mod webcrypto;
 

@@ -43,6 +43,15 @@ async fn first<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbResult<O
     Ok(prepare(db, &b)?.first(None).await?)
 }
 
+/// One column of the first row a statement returns.
+pub async fn first_value<T: DeserializeOwned>(
+    db: &D1Database,
+    b: Bound<'_>,
+    column: &str,
+) -> DbResult<Option<T>> {
+    first_column(db, b, column).await
+}
+
 async fn first_column<T: DeserializeOwned>(
     db: &D1Database,
     b: Bound<'_>,
@@ -154,30 +163,6 @@ pub async fn list_deliveries(
 pub async fn returned_row(db: &D1Database, b: Bound<'_>) -> DbResult<bool> {
     let row: Option<Present> = first(db, b).await?;
     Ok(row.is_some())
-}
-
-/// Deliveries left unprocessed for longer than `older_than_seconds` since their last enqueue,
-/// claimed (marked enqueued now) with their generation. Oldest first.
-pub async fn claim_unprocessed(
-    db: &D1Database,
-    older_than_seconds: i64,
-    limit: u32,
-) -> DbResult<Vec<(String, i64)>> {
-    #[derive(Deserialize)]
-    struct Row {
-        event_id: String,
-        generation: i64,
-    }
-    let cutoff = st::seconds_ago(older_than_seconds);
-    let rows: Vec<Row> = all(
-        db,
-        st::CLAIM_UNPROCESSED.bind(vec![Arg::text(&cutoff), Arg::Int(i64::from(limit))]),
-    )
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| (r.event_id, r.generation))
-        .collect())
 }
 
 /// An operator's replay: unprocessed again, in a new generation. Its new generation; `None`
@@ -295,25 +280,6 @@ pub async fn redeliver_effect(db: &D1Database, effect_id: &str) -> DbResult<Rede
     } else {
         Redelivery::Missing
     })
-}
-
-/// Pending effects whose message was lost or whose dispatcher died, claimed for re-sending.
-pub async fn claim_effects(
-    db: &D1Database,
-    older_than_seconds: i64,
-    limit: u32,
-) -> DbResult<Vec<String>> {
-    #[derive(Deserialize)]
-    struct Row {
-        effect_id: String,
-    }
-    let cutoff = st::seconds_ago(older_than_seconds);
-    let rows: Vec<Row> = all(
-        db,
-        st::CLAIM_EFFECTS.bind(vec![Arg::text(&cutoff), Arg::Int(i64::from(limit))]),
-    )
-    .await?;
-    Ok(rows.into_iter().map(|r| r.effect_id).collect())
 }
 
 /// The effects feed, oldest first; `limit + 1` rows so the caller knows about a next page.
@@ -607,57 +573,4 @@ pub async fn load_alert(db: &D1Database, id: &str) -> DbResult<Option<AlertRow>>
 
 pub async fn list_alerts(db: &D1Database, limit: u32) -> DbResult<Vec<AlertRow>> {
     all(db, st::LIST_ALERTS.bind(vec![Arg::Int(i64::from(limit))])).await
-}
-
-/// The bulk replay's filter (every field optional; the caller requires one).
-#[derive(Debug, Default)]
-pub struct ReplayFilter<'a> {
-    pub event_type: Option<&'a str>,
-    pub resource_id: Option<&'a str>,
-    pub status: Option<&'a str>,
-    pub received_after: Option<&'a str>,
-    pub received_before: Option<&'a str>,
-}
-
-impl ReplayFilter<'_> {
-    fn args(&self) -> Vec<Arg<'_>> {
-        vec![
-            Arg::opt(self.event_type),
-            Arg::opt(self.resource_id),
-            Arg::opt(self.status),
-            Arg::opt(self.received_after),
-            Arg::opt(self.received_before),
-        ]
-    }
-}
-
-pub async fn count_replay(db: &D1Database, f: &ReplayFilter<'_>) -> DbResult<i64> {
-    Ok(first_column(db, st::COUNT_REPLAY.bind(f.args()), "matched")
-        .await?
-        .unwrap_or(0))
-}
-
-/// A replayed chunk: (event id, new generation, received_at).
-pub async fn replay_chunk(
-    db: &D1Database,
-    f: &ReplayFilter<'_>,
-    after: Option<(&str, &str)>,
-    limit: u32,
-) -> DbResult<Vec<(String, i64, String)>> {
-    #[derive(Deserialize)]
-    struct Row {
-        event_id: String,
-        generation: i64,
-        received_at: String,
-    }
-    let mut args = f.args();
-    let (after_at, after_id) = after.unzip();
-    args.push(Arg::opt(after_at));
-    args.push(Arg::opt(after_id));
-    args.push(Arg::Int(i64::from(limit)));
-    let rows: Vec<Row> = all(db, st::REPLAY_CHUNK.bind(args)).await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| (r.event_id, r.generation, r.received_at))
-        .collect())
 }

@@ -3,13 +3,11 @@
 use crate::config;
 use crate::error::{AppError, AppResult};
 use crate::queue::{self, DeliveryMessage};
-use crate::sql::{self, ReplayFilter};
+use crate::sql;
+use paymos_core::actors::sweep::{Chunks, Kind, ReplayFilter, CHUNK};
 use paymos_core::admin::{BulkReplay, DeliveryCursor};
 use serde_json::json;
-use worker::{D1Database, Env, Response};
-
-/// A chunk: one claim statement and one `sendBatch`.
-const REPLAY_CHUNK: u32 = 100;
+use worker::{Env, Response};
 
 /// The delivery reset (a new generation) and enqueued again; the guard decides again.
 pub async fn one(env: &Env, id: &str) -> AppResult<Response> {
@@ -31,20 +29,22 @@ pub async fn one(env: &Env, id: &str) -> AppResult<Response> {
 }
 
 /// Bulk replay: every matching delivery reset (a new generation) and re-enqueued, in chunks
-/// of 100, within this invocation's budget; the guard decides again, so repeating it doubles
-/// nothing. `dry_run` only counts. A replay larger than one invocation answers
-/// `next_cursor`, to be posted back with the same filters.
+/// of 100, within this invocation's budget (the core's `actors::sweep`); the guard decides
+/// again, so repeating it doubles nothing. `dry_run` only counts. A replay larger than one
+/// invocation answers `next_cursor`, to be posted back with the same filters.
 pub async fn bulk(env: &Env, b: &BulkReplay) -> AppResult<Response> {
     let f = &b.filter;
     let filter = ReplayFilter {
-        event_type: f.event_type.as_deref(),
-        resource_id: f.resource_id.as_deref(),
-        status: f.status.map(|s| s.as_str()),
-        received_after: f.received_after.as_deref(),
-        received_before: f.received_before.as_deref(),
+        event_type: f.event_type.clone(),
+        resource_id: f.resource_id.clone(),
+        status: f.status.map(|s| s.as_str().to_string()),
+        received_after: f.received_after.clone(),
+        received_before: f.received_before.clone(),
     };
     let db = sql::database(env)?;
-    let matched = sql::count_replay(&db, &filter).await?;
+    let matched: i64 = sql::first_value(&db, filter.count(), "matched")
+        .await?
+        .unwrap_or(0);
     if b.dry_run {
         return Ok(Response::from_json(
             &json!({ "matched": matched, "enqueued": 0, "dry_run": true, "next_cursor": null }),
@@ -54,78 +54,30 @@ pub async fn bulk(env: &Env, b: &BulkReplay) -> AppResult<Response> {
         .after
         .as_ref()
         .map(|c| (c.received_at.clone(), c.event_id.clone()));
-    let done = replay_chunks(env, &db, &filter, after).await?;
+    // each chunk costs a statement and a sendBatch; keep a margin for the count before
+    let max_chunks = (config::invocation_budget(env) / 2)
+        .saturating_sub(2)
+        .max(1);
+    let chunks = Chunks::new(Kind::Replay { filter, after }, CHUNK, max_chunks);
+    let done = crate::sweep::drive(env, &db, chunks, crate::sweep::Queue::Deliveries, None).await?;
+    if let Some(e) = &done.failure {
+        // reset rows are durable and unprocessed: what was not sent is the sweeper's
+        crate::log::line("bulk_replay", "-", "enqueue_error", Some(e));
+    }
     crate::log::line(
         "bulk_replay",
         "-",
         &format!(
             "matched {matched}, reset {}, enqueued {}",
-            done.reset, done.enqueued
+            done.claimed, done.sent
         ),
         None,
     );
     Ok(Response::from_json(&json!({
         "matched": matched,
-        "enqueued": done.enqueued,
-        "reset": done.reset,
+        "enqueued": done.sent,
+        "reset": done.claimed,
         "dry_run": false,
-        "next_cursor": done.next_cursor,
+        "next_cursor": done.next_cursor.map(|(at, id)| DeliveryCursor::text(&at, &id)),
     }))?)
-}
-
-/// What the chunks of one invocation did.
-struct Replayed {
-    reset: usize,
-    enqueued: usize,
-    /// Set when the budget ran out before the last chunk.
-    next_cursor: Option<String>,
-}
-
-/// Chunk after chunk from `after` (received_at, event_id), until a chunk is short or the
-/// budget is spent: each chunk costs a statement and a sendBatch, with a margin kept for the
-/// count before.
-async fn replay_chunks(
-    env: &Env,
-    db: &D1Database,
-    filter: &ReplayFilter<'_>,
-    mut after: Option<(String, String)>,
-) -> AppResult<Replayed> {
-    let max_chunks = (config::invocation_budget(env) / 2)
-        .saturating_sub(2)
-        .max(1);
-    let mut done = Replayed {
-        reset: 0,
-        enqueued: 0,
-        next_cursor: None,
-    };
-    for i in 0..max_chunks {
-        let cursor = after.as_ref().map(|(a, b)| (a.as_str(), b.as_str()));
-        let rows = sql::replay_chunk(db, filter, cursor, REPLAY_CHUNK).await?;
-        let n = rows.len();
-        if n == 0 {
-            break;
-        }
-        done.reset += n;
-        after = rows
-            .iter()
-            .map(|(id, _, at)| (at.clone(), id.clone()))
-            .max();
-        let messages = rows
-            .into_iter()
-            .map(|(id, generation, _)| DeliveryMessage::new(id, generation))
-            .collect();
-        // reset rows are durable and unprocessed: a failed send is the sweeper's
-        let (sent, err) = queue::enqueue_all(env, messages).await;
-        done.enqueued += sent;
-        if let Some(e) = err {
-            crate::log::line("bulk_replay", "-", "enqueue_error", Some(&e.to_string()));
-        }
-        if n < REPLAY_CHUNK as usize {
-            break;
-        }
-        if i + 1 == max_chunks {
-            done.next_cursor = after.as_ref().map(|(at, id)| DeliveryCursor::text(at, id));
-        }
-    }
-    Ok(done)
 }

@@ -20,6 +20,7 @@ use crate::{Options, Report, Stats};
 mod consume;
 pub mod dispatch;
 mod reconcile;
+mod sweep;
 
 /// wrangler.toml: `max_retries = 10` on the deliveries queue (66 minutes of retries).
 pub const MAX_RETRIES: u32 = 10;
@@ -146,8 +147,7 @@ enum Actor {
         marked: bool,
     },
     Sweep {
-        claimed: Option<Vec<(usize, i64)>>,
-        chunks: u32,
+        chunks: Box<paymos_core::actors::sweep::Chunks>,
     },
     Replay {
         d: Option<usize>,
@@ -162,10 +162,7 @@ enum Actor {
         walk: Box<paymos_core::actors::reconcile::Walk>,
     },
     BulkReplay {
-        status: &'static str,
-        after: Option<(String, String)>,
-        reset: Option<Vec<(usize, i64)>>,
-        chunks: u32,
+        chunks: Box<paymos_core::actors::sweep::Chunks>,
     },
 }
 
@@ -729,10 +726,7 @@ impl<'o> Sim<'o> {
             Cand::Sweep => {
                 self.next_cron += CRON_MS * ((self.now() - self.next_cron) / CRON_MS + 1);
                 self.sweeper_busy = true;
-                self.advance(Actor::Sweep {
-                    claimed: None,
-                    chunks: 1,
-                });
+                self.start_sweep();
             }
             Cand::Op => {
                 let (_, op) = self.ops.remove(0);
@@ -804,12 +798,7 @@ impl<'o> Sim<'o> {
                 let full = self.rng.chance(0.5);
                 self.start_reconcile(full);
             }
-            Op::BulkReplay(status) => self.advance(Actor::BulkReplay {
-                status,
-                after: None,
-                reset: None,
-                chunks: 1,
-            }),
+            Op::BulkReplay(status) => self.start_bulk_replay(status),
         }
     }
 
@@ -820,16 +809,11 @@ impl<'o> Sim<'o> {
             Actor::Receive { d, phase } => self.receive(d, phase),
             Actor::Consume { msgs, batch } => self.consume(msgs, batch),
             Actor::DeadLetter { msg, marked } => self.dead_letter(msg, marked),
-            Actor::Sweep { claimed, chunks } => self.sweep(claimed, chunks),
+            Actor::Sweep { chunks } => self.sweep(chunks),
             Actor::Replay { d, generation } => self.replay(d, generation),
             Actor::Manual { r, to, order_ref } => self.manual(r, to, order_ref),
             Actor::Reconcile { walk } => self.reconcile(walk),
-            Actor::BulkReplay {
-                status,
-                after,
-                reset,
-                chunks,
-            } => self.bulk_replay(status, after, reset, chunks),
+            Actor::BulkReplay { chunks } => self.bulk_replay(chunks),
         }
     }
 
@@ -988,69 +972,6 @@ impl<'o> Sim<'o> {
         self.actors.push(Actor::DeadLetter { msg, marked: true });
     }
 
-    fn sweep(&mut self, claimed: Option<Vec<(usize, i64)>>, chunks: u32) {
-        match claimed {
-            None => {
-                let fault = self.fault_write();
-                let b = st::CLAIM_UNPROCESSED.bind(vec![
-                    Arg::Text(st::seconds_ago(SWEEP_AFTER_SECONDS).into()),
-                    Arg::Int(self.k.sweep_chunk),
-                ]);
-                let ex = self.db.run(&b, fault);
-                match ex.result {
-                    Ok(rows) => {
-                        let rows = &rows[0];
-                        let got: Vec<(usize, i64)> = (0..rows.rows.len())
-                            .map(|i| {
-                                let id = rows.text(i, "event_id").unwrap_or_default();
-                                (self.by_event[&id], rows.int(i, "generation").unwrap_or(-1))
-                            })
-                            .collect();
-                        self.trace(format!("sweeper: claimed {}", got.len()));
-                        if got.is_empty() {
-                            self.sweeper_busy = false;
-                        } else {
-                            self.actors.push(Actor::Sweep {
-                                claimed: Some(got),
-                                chunks,
-                            });
-                        }
-                    }
-                    Err(e) => {
-                        self.trace(format!("sweeper: claim failed ({e})"));
-                        self.sweeper_busy = false;
-                    }
-                }
-            }
-            Some(rows) => {
-                let n = rows.len() as i64;
-                let msgs = rows
-                    .iter()
-                    .map(|(d, g)| self.new_msg(*d, Some(*g)))
-                    .collect();
-                let sent = self.send(msgs);
-                self.stats.swept += rows.len();
-                let names: Vec<String> = rows
-                    .iter()
-                    .map(|(d, g)| format!("{} gen {g}", self.eid(*d)))
-                    .collect();
-                self.trace(format!(
-                    "sweeper: send {} {}",
-                    names.join(", "),
-                    if sent.is_ok() { "ok" } else { "failed" }
-                ));
-                if sent.is_ok() && n == self.k.sweep_chunk && chunks < self.k.sweep_max_chunks {
-                    self.actors.push(Actor::Sweep {
-                        claimed: None,
-                        chunks: chunks + 1,
-                    });
-                } else {
-                    self.sweeper_busy = false;
-                }
-            }
-        }
-    }
-
     /// An operator's replay: what the archive shows them (dead first, then deliveries that
     /// keep failing, then any).
     fn replay(&mut self, d: Option<usize>, generation: Option<i64>) {
@@ -1118,101 +1039,6 @@ impl<'o> Sim<'o> {
                 });
             }
             Err(e) => self.trace(format!("operator: replay {id} failed ({e}) → 503")),
-        }
-    }
-
-    /// The bulk replay: chunks of `REPLAY_CHUNK` (each resets a chunk, a new generation each),
-    /// oldest first after a cursor, each chunk sent with one `sendBatch`.
-    fn bulk_replay(
-        &mut self,
-        status: &'static str,
-        after: Option<(String, String)>,
-        reset: Option<Vec<(usize, i64)>>,
-        chunks: u32,
-    ) {
-        const CHUNK: i64 = 2;
-        const MAX_CHUNKS: u32 = 4;
-        match reset {
-            None => {
-                let (at, id) = after.clone().unzip();
-                let b = (st::REPLAY_CHUNK.bind(vec![
-                    Arg::Null,
-                    Arg::Null,
-                    Arg::text(status),
-                    Arg::Null,
-                    Arg::Null,
-                    Arg::opt(at.as_deref()),
-                    Arg::opt(id.as_deref()),
-                    Arg::Int(CHUNK),
-                ]))
-                .into_owned();
-                let fault = self.fault_write();
-                let ex = self.db.run(&b, fault);
-                let rows = ex.result.as_ref().ok().map(|r| r[0].clone());
-                if ex.committed {
-                    // which rows it reset: the checker looks at every row it may have touched
-                    for d in 0..self.dm.len() {
-                        if self.dm[d].snap.is_some() {
-                            self.touched_d.push((d, Who::MaybeReset));
-                        }
-                    }
-                }
-                let Some(rows) = rows else {
-                    self.trace(format!("operator: bulk replay ({status}) failed → 503"));
-                    return;
-                };
-                let got: Vec<(usize, i64)> = (0..rows.rows.len())
-                    .map(|i| {
-                        let id = rows.text(i, "event_id").unwrap_or_default();
-                        (self.by_event[&id], rows.int(i, "generation").unwrap_or(-1))
-                    })
-                    .collect();
-                self.stats.replays += got.len();
-                let next = (0..rows.rows.len())
-                    .map(|i| {
-                        (
-                            rows.text(i, "received_at").unwrap_or_default(),
-                            rows.text(i, "event_id").unwrap_or_default(),
-                        )
-                    })
-                    .max();
-                let names: Vec<String> = got
-                    .iter()
-                    .map(|(d, g)| format!("{} → gen {g}", self.eid(*d)))
-                    .collect();
-                self.trace(format!(
-                    "operator: bulk replay ({status}) chunk {chunks}: {}",
-                    names.join(", ")
-                ));
-                if !got.is_empty() {
-                    self.actors.push(Actor::BulkReplay {
-                        status,
-                        after: next,
-                        reset: Some(got),
-                        chunks,
-                    });
-                }
-            }
-            Some(rows) => {
-                let n = rows.len() as i64;
-                let msgs = rows
-                    .iter()
-                    .map(|(d, g)| self.new_msg(*d, Some(*g)))
-                    .collect();
-                let sent = self.send(msgs);
-                self.trace(format!(
-                    "operator: bulk replay ({status}) send {}",
-                    if sent.is_ok() { "ok" } else { "failed" }
-                ));
-                if n == CHUNK && chunks < MAX_CHUNKS {
-                    self.actors.push(Actor::BulkReplay {
-                        status,
-                        after,
-                        reset: None,
-                        chunks: chunks + 1,
-                    });
-                }
-            }
         }
     }
 

@@ -13,6 +13,7 @@ pub mod consume;
 pub mod dead_letter;
 pub mod dispatch;
 pub mod reconcile;
+pub mod sweep;
 pub mod transition;
 
 /// A queue message's answer, as both drivers give it.

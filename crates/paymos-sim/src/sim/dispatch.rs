@@ -17,6 +17,7 @@
 use std::collections::BTreeMap;
 
 use paymos_core::actors::dispatch::{self, Batch, DeadLetter, Push, Step};
+use paymos_core::actors::sweep::{Chunks, Claimed, Kind, Step as SweepStep};
 use paymos_core::actors::Answer;
 use paymos_core::rows::{DispatchRow, StartedAttempt};
 use paymos_core::statements::{self as st, Arg};
@@ -958,36 +959,37 @@ impl Sim<'_> {
         }
     }
 
-    /// `effects::sweep`: `CLAIM_EFFECTS('-300 seconds', 100)`, send, loop while full.
+    /// `effects::sweep`: the core's sweeper (`actors::sweep`, `CLAIM_EFFECTS('-300 seconds',
+    /// 100)`, send, again while full), at most 3 chunks, in one lane action.
     fn fx_sweep(&mut self) {
-        for _ in 0..3 {
-            let fault = match self.fx_fault_batch(1) {
-                Fault::At(_) => Fault::Before,
-                f => f,
-            };
-            let b = (st::CLAIM_EFFECTS.bind(vec![
-                Arg::Text(st::seconds_ago(SWEEP_AFTER_SECONDS).into()),
-                Arg::Int(CLAIM_LIMIT),
-            ]))
-            .into_owned();
-            let ex = self.db.run(&b, fault);
-            let ids: Vec<String> = match ex.result {
-                Ok(r) => (0..r[0].rows.len())
-                    .filter_map(|i| r[0].text(i, "effect_id"))
-                    .collect(),
-                Err(e) => {
-                    self.trace(format!("effects sweeper: claim failed ({e})"));
-                    return;
+        let kind = Kind::Effects {
+            older_than: SWEEP_AFTER_SECONDS,
+        };
+        let mut chunks = Chunks::new(kind, CLAIM_LIMIT as u32, 3);
+        loop {
+            match chunks.step() {
+                SweepStep::Claim(b) => {
+                    let fault = match self.fx_fault_batch(1) {
+                        Fault::At(_) => Fault::Before,
+                        f => f,
+                    };
+                    match self.db.run(&b, fault).result.and_then(|r| r[0].to::<Claimed>()) {
+                        Ok(rows) => {
+                            self.fx.stats.claimed += rows.len();
+                            chunks.claimed(rows);
+                        }
+                        Err(e) => {
+                            self.trace(format!("effects sweeper: claim failed ({e})"));
+                            return;
+                        }
+                    }
                 }
-            };
-            self.fx.stats.claimed += ids.len();
-            if ids.is_empty() {
-                return;
-            }
-            let n = ids.len() as i64;
-            self.fx_send(&ids, "the sweeper");
-            if n < CLAIM_LIMIT {
-                return;
+                SweepStep::Send(rows) => {
+                    let ids: Vec<String> = rows.into_iter().map(|r| r.id).collect();
+                    self.fx_send(&ids, "the sweeper");
+                    chunks.sent(ids.len(), None);
+                }
+                SweepStep::Done(_) => return,
             }
         }
     }

@@ -1,0 +1,313 @@
+//! The actors that move work back onto a queue, chunk by chunk, within a budget: the
+//! deliveries sweeper (unprocessed deliveries whose message was lost or whose consumer died,
+//! `CLAIM_UNPROCESSED`), the effects sweeper (pending effects the same way, `CLAIM_EFFECTS`),
+//! and an operator's bulk replay (the matching deliveries reset to a new generation,
+//! `REPLAY_CHUNK`, oldest first after a cursor). Each claim marks what it returns as handed
+//! over in the same statement, so a second sweeper (or the next run) does not send the same
+//! rows again at once; the rows are durable and unprocessed (or pending), so a send that
+//! fails loses nothing: the next sweep claims them again.
+//!
+//! A [`Chunks`] is a state machine its driver asks what to do next: claim, send what was
+//! claimed (`sendBatch`, at most 100 a message batch), again while the chunk came back full
+//! and the budget lasts.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use crate::rows::opt_int;
+use crate::statements::{self as st, Arg, Bound};
+
+/// What the platform takes in one `sendBatch`, and what one claim takes.
+pub const CHUNK: u32 = 100;
+
+/// The bulk replay's filter (every field optional; at least one is asked by the API):
+/// `status` is `received`, `processed` or an outcome; times are ISO-8601, normalised.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayFilter {
+    pub event_type: Option<String>,
+    pub resource_id: Option<String>,
+    pub status: Option<String>,
+    pub received_after: Option<String>,
+    pub received_before: Option<String>,
+}
+
+impl ReplayFilter {
+    fn args(&self) -> Vec<Arg<'static>> {
+        let o = |v: &Option<String>| v.clone().map_or(Arg::Null, |s| Arg::Text(Cow::Owned(s)));
+        vec![
+            o(&self.event_type),
+            o(&self.resource_id),
+            o(&self.status),
+            o(&self.received_after),
+            o(&self.received_before),
+        ]
+    }
+
+    /// `COUNT_REPLAY` for a dry run (or the `matched` figure).
+    pub fn count(&self) -> Bound<'static> {
+        st::COUNT_REPLAY.bind(self.args())
+    }
+}
+
+/// What is swept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// Deliveries still unprocessed this long (seconds) after their last enqueue.
+    Deliveries { older_than: i64 },
+    /// Pending effects handed to the queue this long ago (or never).
+    Effects { older_than: i64 },
+    /// The deliveries matching the filter, after the cursor (received_at, event_id).
+    Replay {
+        filter: ReplayFilter,
+        after: Option<(String, String)>,
+    },
+}
+
+/// One row a claim returned: a delivery (with its generation, and for a replay its
+/// `received_at`, the cursor) or an effect.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Claimed {
+    #[serde(alias = "event_id", alias = "effect_id")]
+    pub id: String,
+    #[serde(default, deserialize_with = "opt_int")]
+    pub generation: Option<i64>,
+    #[serde(default)]
+    pub received_at: Option<String>,
+}
+
+/// What the driver does next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Run it; hand its rows to [`Chunks::claimed`].
+    Claim(Bound<'static>),
+    /// Send these (deliveries: `{event_id, generation}`, effects: `{effect_id}`); hand how
+    /// many were sent, and the first failure, to [`Chunks::sent`].
+    Send(Vec<Claimed>),
+    Done(Summary),
+}
+
+/// What the run did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Summary {
+    pub claimed: usize,
+    pub sent: usize,
+    /// The first send that failed (its rows wait for the next sweep, nothing lost).
+    pub failure: Option<String>,
+    /// A bulk replay cut short by the budget: where to go on (posted back by the operator).
+    pub next_cursor: Option<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    Claim,
+    Send(Vec<Claimed>),
+    Done,
+}
+
+/// One run of claims and sends.
+#[derive(Debug, Clone)]
+pub struct Chunks {
+    kind: Kind,
+    chunk: u32,
+    max_chunks: u32,
+    chunks: u32,
+    phase: Phase,
+    summary: Summary,
+    last_full: bool,
+}
+
+impl Chunks {
+    /// `chunk` rows a claim (at most [`CHUNK`]), at most `max_chunks` claims.
+    pub fn new(kind: Kind, chunk: u32, max_chunks: u32) -> Chunks {
+        Chunks {
+            kind,
+            chunk: chunk.clamp(1, CHUNK),
+            max_chunks: max_chunks.max(1),
+            chunks: 0,
+            phase: Phase::Claim,
+            summary: Summary::default(),
+            last_full: false,
+        }
+    }
+
+    pub fn step(&mut self) -> Step {
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Claim => {
+                self.phase = Phase::Claim;
+                self.chunks += 1;
+                Step::Claim(self.claim_statement())
+            }
+            Phase::Send(rows) => {
+                self.phase = Phase::Send(rows.clone());
+                Step::Send(rows)
+            }
+            Phase::Done => Step::Done(self.summary.clone()),
+        }
+    }
+
+    fn claim_statement(&self) -> Bound<'static> {
+        let limit = Arg::Int(i64::from(self.chunk));
+        match &self.kind {
+            Kind::Deliveries { older_than } => st::CLAIM_UNPROCESSED.bind(vec![
+                Arg::Text(Cow::Owned(st::seconds_ago(*older_than))),
+                limit,
+            ]),
+            Kind::Effects { older_than } => st::CLAIM_EFFECTS.bind(vec![
+                Arg::Text(Cow::Owned(st::seconds_ago(*older_than))),
+                limit,
+            ]),
+            Kind::Replay { filter, after } => {
+                let mut args = filter.args();
+                let (at, id) = after.clone().unzip();
+                args.push(at.map_or(Arg::Null, |s| Arg::Text(Cow::Owned(s))));
+                args.push(id.map_or(Arg::Null, |s| Arg::Text(Cow::Owned(s))));
+                args.push(limit);
+                st::REPLAY_CHUNK.bind(args)
+            }
+        }
+    }
+
+    /// The claim's rows; an empty claim ends the run.
+    pub fn claimed(&mut self, rows: Vec<Claimed>) {
+        if rows.is_empty() {
+            self.phase = Phase::Done;
+            return;
+        }
+        self.summary.claimed += rows.len();
+        self.last_full = rows.len() >= self.chunk as usize;
+        if let Kind::Replay { after, .. } = &mut self.kind {
+            // oldest first: the next chunk starts after the newest of this one
+            *after = rows
+                .iter()
+                .filter_map(|r| Some((r.received_at.clone()?, r.id.clone())))
+                .max();
+        }
+        self.phase = Phase::Send(rows);
+    }
+
+    /// The send: how many went, and the first failure.
+    pub fn sent(&mut self, sent: usize, failure: Option<String>) {
+        self.summary.sent += sent;
+        let stop_on_failure = !matches!(self.kind, Kind::Replay { .. });
+        if let Some(e) = failure {
+            // the claimed rows wait for the next sweep (their enqueued_at moved): nothing
+            // lost; a replay goes on with its other chunks, the sweeper sends the rest
+            self.summary.failure.get_or_insert(e);
+            if stop_on_failure {
+                self.phase = Phase::Done;
+                return;
+            }
+        }
+        if !self.last_full {
+            self.phase = Phase::Done;
+        } else if self.chunks >= self.max_chunks {
+            if let Kind::Replay { after, .. } = &self.kind {
+                self.summary.next_cursor = after.clone();
+            }
+            self.phase = Phase::Done;
+        } else {
+            self.phase = Phase::Claim;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(ids: &[&str]) -> Vec<Claimed> {
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| Claimed {
+                id: (*id).into(),
+                generation: Some(0),
+                received_at: Some(format!("2026-12-01T00:00:0{i}.000Z")),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_sweeper_claims_while_its_chunks_come_back_full() {
+        let mut s = Chunks::new(Kind::Deliveries { older_than: 300 }, 2, 3);
+        let Step::Claim(c) = s.step() else { panic!() };
+        assert_eq!(c.statement.name, "CLAIM_UNPROCESSED");
+        assert_eq!(c.args[0], Arg::text("-300 seconds"));
+        s.claimed(rows(&["evt_a", "evt_b"]));
+        assert_eq!(s.step(), Step::Send(rows(&["evt_a", "evt_b"])));
+        s.sent(2, None);
+        assert!(matches!(s.step(), Step::Claim(_)), "full: again");
+        s.claimed(rows(&["evt_c"]));
+        let _ = s.step();
+        s.sent(1, None);
+        assert_eq!(
+            s.step(),
+            Step::Done(Summary {
+                claimed: 3,
+                sent: 3,
+                failure: None,
+                next_cursor: None
+            })
+        );
+    }
+
+    #[test]
+    fn a_failed_send_ends_a_sweep_but_not_a_replay() {
+        let mut s = Chunks::new(Kind::Effects { older_than: 300 }, 1, 5);
+        let Step::Claim(c) = s.step() else { panic!() };
+        assert_eq!(c.statement.name, "CLAIM_EFFECTS");
+        s.claimed(rows(&["eff_a"]));
+        let _ = s.step();
+        s.sent(0, Some("queue down".into()));
+        assert!(matches!(
+            s.step(),
+            Step::Done(Summary {
+                failure: Some(_),
+                ..
+            })
+        ));
+        let mut r = Chunks::new(
+            Kind::Replay {
+                filter: ReplayFilter {
+                    status: Some("dead".into()),
+                    ..ReplayFilter::default()
+                },
+                after: None,
+            },
+            2,
+            2,
+        );
+        let Step::Claim(c) = r.step() else { panic!() };
+        assert_eq!(c.statement.name, "REPLAY_CHUNK");
+        assert_eq!(c.args[2], Arg::text("dead"));
+        r.claimed(rows(&["evt_a", "evt_b"]));
+        let _ = r.step();
+        r.sent(0, Some("queue down".into()));
+        let Step::Claim(c) = r.step() else { panic!() };
+        assert_eq!(
+            c.args[5],
+            Arg::text("2026-12-01T00:00:01.000Z"),
+            "after the newest"
+        );
+        assert_eq!(c.args[6], Arg::text("evt_b"));
+        r.claimed(rows(&["evt_c", "evt_d"]));
+        let _ = r.step();
+        r.sent(2, None);
+        // the budget's last chunk came back full: the operator posts the cursor back
+        let Step::Done(done) = r.step() else { panic!() };
+        assert_eq!(done.claimed, 4);
+        assert_eq!(done.sent, 2);
+        assert_eq!(
+            done.next_cursor,
+            Some(("2026-12-01T00:00:01.000Z".into(), "evt_d".into()))
+        );
+    }
+
+    #[test]
+    fn an_empty_claim_ends_the_run() {
+        let mut s = Chunks::new(Kind::Deliveries { older_than: 0 }, 100, 10);
+        let _ = s.step();
+        s.claimed(Vec::new());
+        assert_eq!(s.step(), Step::Done(Summary::default()));
+    }
+}

@@ -1,0 +1,65 @@
+//! Drives the core's chunked actors (`paymos_core::actors::sweep::Chunks`): the deliveries
+//! sweeper, the effects sweeper and an operator's bulk replay, over D1 and the queues.
+
+use crate::error::AppResult;
+use crate::queue::{self, DeliveryMessage};
+use crate::sql;
+use paymos_core::actors::sweep::{Chunks, Claimed, Step, Summary};
+use worker::{D1Database, Date, Env};
+
+/// What the claimed rows are sent to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Queue {
+    Deliveries,
+    Effects,
+}
+
+/// Runs `chunks` until done, or until `millis` of wall clock have passed (a cron invocation
+/// has other work).
+pub async fn drive(
+    env: &Env,
+    db: &D1Database,
+    mut chunks: Chunks,
+    to: Queue,
+    millis: Option<u64>,
+) -> AppResult<Summary> {
+    let started = Date::now().as_millis();
+    loop {
+        match chunks.step() {
+            Step::Claim(b) => {
+                let out_of_time =
+                    millis.is_some_and(|m| Date::now().as_millis().saturating_sub(started) >= m);
+                if out_of_time {
+                    chunks.claimed(Vec::new());
+                    continue;
+                }
+                let rows = sql::all_rows::<Claimed>(db, b).await?;
+                chunks.claimed(rows);
+            }
+            Step::Send(rows) => {
+                let (sent, err) = send(env, to, rows).await;
+                chunks.sent(sent, err.map(|e| e.to_string()));
+            }
+            Step::Done(summary) => return Ok(summary),
+        }
+    }
+}
+
+async fn send(env: &Env, to: Queue, rows: Vec<Claimed>) -> (usize, Option<worker::Error>) {
+    match to {
+        Queue::Deliveries => {
+            let messages = rows
+                .into_iter()
+                .map(|r| DeliveryMessage {
+                    event_id: r.id,
+                    generation: r.generation,
+                })
+                .collect();
+            queue::enqueue_all(env, messages).await
+        }
+        Queue::Effects => {
+            let ids: Vec<String> = rows.into_iter().map(|r| r.id).collect();
+            queue::enqueue_effects(env, &ids).await
+        }
+    }
+}
