@@ -43,6 +43,54 @@ pub async fn send_released(env: &Env, released: &[String]) {
     }
 }
 
+/// At most this many of a transaction's released effects are dispatched inline (one wave of
+/// POSTs); the rest go on the queue, so that a slow order system cannot hold a consumer's
+/// invocation for long.
+const INLINE_DISPATCH: usize = SIMULTANEOUS_POSTS;
+
+/// The first dispatch of what a consumer's committed transaction released, in the same
+/// invocation, right after the commit: a customer waits for the license code, and the queue's
+/// batch wait is most of that wait. It is the core's dispatcher on the released ids, as if
+/// their messages had just arrived (an attempt committed before each request, as always);
+/// whatever does not go out now (a wait, a retry on the ladder, D1 failing, more than one
+/// wave) goes on the effects queue as it would have, and a lost send is the sweeper's.
+pub async fn dispatch_released(env: &Env, released: &[String]) {
+    if released.is_empty() || !can_push(env, "effects", Some(released.len())) {
+        return;
+    }
+    let (now, later) = released.split_at(released.len().min(INLINE_DISPATCH));
+    send_released(env, later).await;
+    let order_system = config::order_system(env);
+    let messages = now
+        .iter()
+        .map(|id| dispatch::Message {
+            effect_id: id.clone(),
+            attempts: 1,
+        })
+        .collect();
+    let mut batch = dispatch::Batch::new(messages, push(&order_system), settings(env));
+    let replies = match sql::database(env) {
+        Ok(db) => drive(&db, &mut batch, &order_system).await,
+        Err(e) => Err(e),
+    };
+    let replies = match replies {
+        Ok(replies) => replies,
+        Err(e) => {
+            log::line("dispatch", "-", "inline_fallback", Some(&e.0));
+            return send_released(env, now).await;
+        }
+    };
+    for r in replies {
+        let mut detail = r.detail;
+        if let Answer::Retry(delay) | Answer::AckAndSendAfter(delay) = r.answer {
+            if let Err(e) = queue::enqueue_effect_after(env, &r.effect_id, delay).await {
+                detail = Some(format!("not sent to the queue ({e}): left to the sweeper"));
+            }
+        }
+        log::line("dispatch", &r.effect_id, r.outcome, detail.as_deref());
+    }
+}
+
 /// Whether effects can be pushed to an order system now. No URL is pull mode, and silent; a URL
 /// set but unusable is said, never silent (CONTRACT §4): a `not_configured` line for `stage`,
 /// with how many effects that leaves `pending` when there are some to say.
