@@ -2,6 +2,7 @@
 //! machines, license codes and the sender's retry ladder. No I/O, no RNG, no
 //! `worker` dependency, so everything here is testable natively.
 
+pub mod access;
 pub mod actors;
 pub mod admin;
 pub mod alerts;
