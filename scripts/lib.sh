@@ -7,3 +7,15 @@ say() { printf '\033[1m[paymos]\033[0m %s\n' "$*" >&2; }
 wasm_bindgen_version() {
   awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' "$ROOT/Cargo.lock"
 }
+# Installs Debian packages: apt-get as root, or through sudo without a password; otherwise says
+# what to run and fails.
+apt_install() {
+  if [ "$(id -u)" -eq 0 ]; then
+    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
+  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+    sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
+  else
+    say "not root and no sudo: install them with 'apt-get install -y $*' as root"
+    return 1
+  fi
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh machine: the wasm target, worker-build, a wasm-bindgen-cli
-# matching Cargo.lock exactly, the npm packages and .dev.vars. Skips whatever is already there.
+# matching Cargo.lock exactly, the Python virtualenv .venv, the npm packages and .dev.vars.
+# Skips whatever is already there.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
@@ -27,6 +28,29 @@ WB_VERSION="$(wasm_bindgen_version)"
 [ -n "$WB_VERSION" ] || { say "no wasm-bindgen in Cargo.lock"; exit 1; }
 if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WB_VERSION" ]; then
   cargo_install wasm-bindgen-cli "$WB_VERSION"
+fi
+
+# The Python packages the tests use (requirements-dev.txt, pinned) in a virtualenv under the
+# repository, .venv (git-ignored): made once, installed again whenever requirements-dev.txt
+# differs from what was last installed. Debian's python3 needs python3-venv for `-m venv`.
+VENV="$ROOT/.venv"
+if [ ! -x "$VENV/bin/python" ]; then
+  if ! command -v python3 >/dev/null; then
+    say "installing Debian's python3 and python3-venv (first time only; for the tests' PyJWT)"
+    apt_install python3 python3-venv
+  fi
+  say "making the Python virtualenv .venv (first time only)"
+  if ! python3 -m venv "$VENV" 2>/dev/null; then
+    rm -rf "$VENV"
+    say "python3 -m venv needs Debian's python3-venv: installing it"
+    apt_install python3-venv
+    python3 -m venv "$VENV"
+  fi
+fi
+if ! cmp -s requirements-dev.txt "$VENV/.requirements-dev.txt"; then
+  say "installing the Python packages of requirements-dev.txt into .venv"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet -r requirements-dev.txt
+  cp requirements-dev.txt "$VENV/.requirements-dev.txt"
 fi
 
 # npm ci when node_modules is missing or older than the lockfile
