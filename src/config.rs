@@ -363,6 +363,9 @@ pub fn warnings(env: &Env) -> Vec<String> {
         Err(e) => w.push(format!("effects cannot be delivered: {e}")),
         Ok(Some(_)) => {}
     }
+    if let Some(access) = crate::access::warning(env) {
+        w.push(access);
+    }
     match alert_webhook(env) {
         Ok(None) => {
             w.push("ALERT_WEBHOOK_URL is not set: alerts are kept and shown, not sent".into())

@@ -1,5 +1,6 @@
 //! Every failure the Worker can answer with, mapped to a status code in one place.
 
+use paymos_core::access::AccessError;
 use paymos_core::admin::CommandError;
 use paymos_core::{EnvelopeError, SignatureError};
 use serde_json::json;
@@ -16,6 +17,9 @@ pub enum AppError {
     NotFound,
     /// 401 on the admin surface.
     Unauthorized,
+    /// 401: a Cloudflare Access token refused, with the core's code (CONTRACT §11); 503 when
+    /// the team's keys could not be read (not the token's fault: retry).
+    Access(AccessError),
     /// 403: a mutating admin call that looks cross-site.
     Forbidden(&'static str),
     /// 409: the request is valid but the thing is in a state that refuses it.
@@ -34,7 +38,8 @@ impl AppError {
     pub fn status(&self) -> u16 {
         match self {
             AppError::Signature(SignatureError::NoSecretsConfigured) => 503,
-            AppError::Signature(_) | AppError::Unauthorized => 401,
+            AppError::Access(AccessError::KeysUnavailable(_)) => 503,
+            AppError::Signature(_) | AppError::Unauthorized | AppError::Access(_) => 401,
             AppError::Envelope(_) | AppError::BadRequest(..) => 400,
             AppError::PayloadTooLarge => 413,
             AppError::MethodNotAllowed(_) => 405,
@@ -55,6 +60,7 @@ impl AppError {
             AppError::MethodNotAllowed(_) => "method_not_allowed",
             AppError::NotFound => "not_found",
             AppError::Unauthorized => "unauthorized",
+            AppError::Access(e) => e.code(),
             AppError::Forbidden(code) => code,
             AppError::BadRequest(code, _)
             | AppError::NotConfigured(code, _)
@@ -69,6 +75,7 @@ impl AppError {
     pub fn detail(&self) -> Option<&str> {
         match self {
             AppError::Database(d) | AppError::Internal(d) => Some(d),
+            AppError::Access(AccessError::KeysUnavailable(d)) => Some(d),
             _ => None,
         }
     }
@@ -83,6 +90,11 @@ impl AppError {
             | AppError::NotConfigured(_, m)
             | AppError::Conflict(_, m) => Some(m.clone()),
             AppError::PayloadTooLarge => Some("the body exceeds the size limit".into()),
+            // why the fetch failed is in the Worker's log (access.rs), not in the reply
+            AppError::Access(AccessError::KeysUnavailable(_)) => Some(
+                "the team's signing keys (ACCESS_TEAM_DOMAIN/cdn-cgi/access/certs) could not be read; try again shortly".into(),
+            ),
+            AppError::Access(e) => Some(e.to_string()),
             _ => None,
         }
     }
@@ -140,6 +152,12 @@ impl From<CommandError> for AppError {
 impl From<SignatureError> for AppError {
     fn from(e: SignatureError) -> Self {
         AppError::Signature(e)
+    }
+}
+
+impl From<AccessError> for AppError {
+    fn from(e: AccessError) -> Self {
+        AppError::Access(e)
     }
 }
 

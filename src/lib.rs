@@ -1,6 +1,7 @@
 //! The Paymos webhook receiver as a Cloudflare Worker: thin glue between the request, the
 //! pure core (`paymos-core`), D1 and the queue.
 
+mod access;
 mod admin;
 mod alerts;
 mod body;

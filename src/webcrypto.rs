@@ -2,7 +2,8 @@
 //! several times faster than the wasm's over tens of kilobytes, while for a small body the
 //! wasm's synchronous HMAC costs less than a promise and a copy (README, "Benchmarks"). Only
 //! the MACs come from here: which one matches, in constant time, is still the core's
-//! (`signature::match_macs`).
+//! (`signature::match_macs`). Also RS256 verification, for the Cloudflare Access tokens of the
+//! admin surface (`access.rs`).
 
 use paymos_core::Secret;
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -115,4 +116,82 @@ pub fn macs(result: &JsValue, secrets: usize) -> Option<Vec<[u8; 32]>> {
             })
         })
         .collect()
+}
+
+// ---- RS256 for Cloudflare Access (src/access.rs): the team's keys imported from their JWK
+// members, and RSASSA-PKCS1-v1_5 / SHA-256 verification of a token's signing input
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(method, catch, js_name = importKey)]
+    fn import_jwk(
+        this: &Subtle,
+        format: &str,
+        key: &js_sys::Object,
+        algorithm: &JsValue,
+        extractable: bool,
+        usages: &Array,
+    ) -> Result<Promise, JsValue>;
+    #[wasm_bindgen(method, catch)]
+    fn verify(
+        this: &Subtle,
+        algorithm: &str,
+        key: &JsValue,
+        signature: &Uint8Array,
+        data: &Uint8Array,
+    ) -> Result<Promise, JsValue>;
+}
+
+const RS256: &str = "RSASSA-PKCS1-v1_5";
+
+fn js_error(e: JsValue) -> String {
+    e.as_string()
+        .or_else(|| {
+            js_sys::Reflect::get(&e, &"message".into())
+                .ok()?
+                .as_string()
+        })
+        .unwrap_or_else(|| "WebCrypto failed".into())
+}
+
+/// `crypto.subtle.importKey('jwk', {kty:'RSA', n, e, alg:'RS256'}, {name:'RSASSA-PKCS1-v1_5',
+/// hash:'SHA-256'}, false, ['verify'])`: a `CryptoKey` that only verifies.
+pub async fn import_rs256_key(n: &str, e: &str) -> Result<JsValue, String> {
+    let subtle = subtle().ok_or("the runtime has no WebCrypto")?;
+    let set = |o: &js_sys::Object, k: &str, v: &JsValue| {
+        js_sys::Reflect::set(o, &k.into(), v).map_err(js_error)
+    };
+    let jwk = js_sys::Object::new();
+    set(&jwk, "kty", &"RSA".into())?;
+    set(&jwk, "n", &n.into())?;
+    set(&jwk, "e", &e.into())?;
+    set(&jwk, "alg", &"RS256".into())?;
+    set(&jwk, "ext", &JsValue::TRUE)?;
+    let algorithm = js_sys::Object::new();
+    set(&algorithm, "name", &RS256.into())?;
+    set(&algorithm, "hash", &"SHA-256".into())?;
+    let usages = Array::of1(&"verify".into());
+    let promise = subtle
+        .import_jwk("jwk", &jwk, &algorithm, false, &usages)
+        .map_err(js_error)?;
+    worker::wasm_bindgen_futures::JsFuture::from(promise)
+        .await
+        .map_err(js_error)
+}
+
+/// Whether `signature` is the RS256 signature of `data` under `key` (from [`import_rs256_key`]).
+pub async fn verify_rs256(key: &JsValue, signature: &[u8], data: &[u8]) -> Result<bool, String> {
+    let subtle = subtle().ok_or("the runtime has no WebCrypto")?;
+    let promise = subtle
+        .verify(
+            RS256,
+            key,
+            &Uint8Array::from(signature),
+            &Uint8Array::from(data),
+        )
+        .map_err(js_error)?;
+    let ok = worker::wasm_bindgen_futures::JsFuture::from(promise)
+        .await
+        .map_err(js_error)?;
+    Ok(ok.as_bool() == Some(true))
 }

@@ -1,5 +1,5 @@
-//! The operators' JSON API under /admin/api (bearer token, constant-time compare): each
-//! request authorized (`auth`), parsed into a typed command by the core
+//! The operators' JSON API under /admin/api (bearer token or Cloudflare Access:
+//! src/access.rs): each request authorized (`auth`, which also says who the actor is), parsed into a typed command by the core
 //! (`paymos_core::admin::Command`, which also decides 400, 404 and 405), and applied by the
 //! handler of its resource, on D1 and the queues.
 
@@ -14,13 +14,15 @@ mod resources;
 
 pub use auth::page;
 
+use crate::access::Actor;
 use crate::error::AppResult;
 use auth::authorize;
 use paymos_core::admin::{routes, Command, RequestBody};
 use worker::{Env, Request, Response};
 
 pub async fn api(mut req: Request, env: &Env, path: &str) -> AppResult<Response> {
-    authorize(&req, env)?;
+    // who is asking: handlers that record their actor (the audit log) take it from here
+    let actor = authorize(&req, env).await?;
     let resolved = routes::resolve(req.method().as_ref(), path)?;
     // only a route that reads a body reads it (a refusal's body is drained, lib.rs `route`)
     let body = match resolved.route.body {
@@ -28,11 +30,11 @@ pub async fn api(mut req: Request, env: &Env, path: &str) -> AppResult<Response>
         RequestBody::Optional | RequestBody::Required => req.bytes().await.unwrap_or_default(),
     };
     let command = Command::from_resolved(&resolved, &query(&req), &body)?;
-    apply(command, env).await
+    apply(command, env, &actor).await
 }
 
 /// Each command to the handler of its resource.
-async fn apply(command: Command, env: &Env) -> AppResult<Response> {
+async fn apply(command: Command, env: &Env, actor: &Actor) -> AppResult<Response> {
     match command {
         Command::ListDeliveries(q) => deliveries::list(env, &q).await,
         Command::GetDelivery { event_id } => deliveries::get(env, &event_id).await,
@@ -47,6 +49,7 @@ async fn apply(command: Command, env: &Env) -> AppResult<Response> {
         Command::Metrics { format } => metrics::get(env, format).await,
         Command::ListAlerts => alerts::list(env).await,
         Command::AckAlert { alert_id } => alerts::ack(env, &alert_id).await,
+        Command::WhoAmI => crate::access::whoami(actor),
     }
 }
 

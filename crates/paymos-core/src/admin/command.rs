@@ -45,6 +45,8 @@ pub enum Command {
     ListAlerts,
     /// `POST /alerts/{alert_id}/ack`
     AckAlert { alert_id: String },
+    /// `GET /whoami`: who the admission says is asking (CONTRACT §11).
+    WhoAmI,
 }
 
 /// A delivery status filter: `received`, `processed`, or an outcome (the statement reads it).
@@ -232,6 +234,7 @@ impl Command {
             },
             Operation::ListAlerts => Command::ListAlerts,
             Operation::AckAlert => Command::AckAlert { alert_id: id() },
+            Operation::WhoAmI => Command::WhoAmI,
         })
     }
 
@@ -251,6 +254,7 @@ impl Command {
             Command::Metrics { .. } => Operation::Metrics,
             Command::ListAlerts => Operation::ListAlerts,
             Command::AckAlert { .. } => Operation::AckAlert,
+            Command::WhoAmI => Operation::WhoAmI,
         }
     }
 }

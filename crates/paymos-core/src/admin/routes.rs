@@ -35,6 +35,8 @@ operations! {
     Metrics,
     ListAlerts,
     AckAlert,
+    /// Who the admission says is asking (CONTRACT §11).
+    WhoAmI,
 }
 
 /// Whether a route reads a JSON request body.
@@ -161,6 +163,7 @@ pub const ROUTES: &[Route] = &[
         Operation::AckAlert,
         B::None,
     ),
+    route(Get, "/whoami", "whoAmI", Operation::WhoAmI, B::None),
 ];
 
 impl Route {
@@ -317,6 +320,8 @@ mod tests {
             ("GET", "metrics", Ok(O::Metrics)),
             ("GET", "alerts", Ok(O::ListAlerts)),
             ("POST", "alerts/alt_1/ack", Ok(O::AckAlert)),
+            ("GET", "whoami", Ok(O::WhoAmI)),
+            ("POST", "whoami", not_allowed("GET")),
             ("DELETE", "deliveries", not_allowed("GET")),
             ("POST", "deliveries", not_allowed("GET")),
             ("HEAD", "deliveries", not_allowed("GET")),

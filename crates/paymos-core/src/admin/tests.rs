@@ -152,6 +152,7 @@ fn samples() -> Vec<(&'static str, &'static str, &'static str, Command)> {
                 alert_id: id("alt_1"),
             },
         ),
+        ("GET", "whoami", "", Command::WhoAmI),
     ]
 }
 
