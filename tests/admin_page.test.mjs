@@ -15,6 +15,7 @@ import path from "node:path";
 import { chromium } from "playwright-core";
 import { startWorker, eventually, ADMIN_TOKEN, ROOT } from "./helpers/worker.mjs";
 import { deliver, envelope, randomId, admin } from "./helpers/paymos.mjs";
+import { AUD, EMAIL, newKey, startJwksStub, claims, mint } from "./helpers/access.mjs";
 
 const CHROMIUM = "/usr/bin/chromium";
 const ARGS = [
@@ -387,7 +388,7 @@ test("with ADMIN_TOKEN unset (empty) the whole admin surface is off: the page, i
     await offPage.route(`${w.url}/admin/api/**`, (route) => route.continue({ url: route.request().url().replace(w.url, off.url) }));
     await offPage.goto(`${w.url}/admin`);
     await offPage.waitForSelector("#api-off:not([hidden])");
-    assert.equal(await offPage.locator("#api-off-title").textContent(), "The admin API is off (ADMIN_TOKEN unset)");
+    assert.equal(await offPage.locator("#api-off-title").textContent(), "The admin API is off (ADMIN_TOKEN and Access unset)");
     assert.equal(await offPage.isVisible("#sign-in"), false);
     assert.equal(await offPage.isVisible("#app"), false);
     await offPage.screenshot({ path: path.join(ARTIFACTS, "desktop-api-off.png") });
@@ -1108,6 +1109,69 @@ test("phone width: the table becomes stacked cards without horizontal scrolling"
   await page.waitForSelector("#sign-in:not([hidden])");
   assert.equal(await page.evaluate(() => sessionStorage.getItem("paymos-admin-token")), null);
   await shot("phone-sign-in.png");
+});
+
+test("behind Cloudflare Access (the CF_Authorization cookie) the page opens without the token prompt and shows who is signed in", async () => {
+  const key = await newKey();
+  const stub = await startJwksStub([key]);
+  const behind = await startWorker({ vars: { ACCESS_TEAM_DOMAIN: stub.url, ACCESS_AUD: AUD } });
+  const accessContext = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const accessPage = await accessContext.newPage();
+  const errors = [];
+  const csp = [];
+  const statuses = [];
+  accessPage.on("pageerror", (e) => errors.push(String(e)));
+  accessPage.on("console", (m) => {
+    if (/Content Security Policy|Refused to/i.test(m.text())) csp.push(m.text());
+  });
+  accessPage.on("response", (r) => {
+    if (r.url().includes("/admin/api/")) statuses.push([new URL(r.url()).pathname, r.status()]);
+  });
+  try {
+    // one delivery, for the page to list and count
+    const refunded = envelope("invoice.refunded", randomId("inv_"));
+    assert.equal((await deliver(behind.url, refunded)).status, 200);
+    // what Access sets after the operator signed in at the team domain
+    await accessContext.addCookies([{ name: "CF_Authorization", value: await mint(key, claims(stub.url)), url: behind.url, httpOnly: true, sameSite: "Lax" }]);
+    await accessPage.goto(`${behind.url}/admin`);
+    await accessPage.waitForSelector("#app:not([hidden])");
+    assert.equal(await accessPage.isVisible("#sign-in"), false, "no token prompt");
+    assert.equal(await accessPage.textContent("#whoami"), `Signed in as ${EMAIL} (Cloudflare Access)`);
+    assert.equal(await accessPage.textContent("#sign-out"), "Sign out of Access");
+    await accessPage.waitForFunction(() => !document.getElementById("delivery-table").hasAttribute("aria-busy"));
+    await accessPage.waitForFunction(() => document.getElementById("health-updated").textContent !== "");
+    assert.equal(await accessPage.evaluate(() => sessionStorage.length), 0, "no token stored");
+    await accessPage.screenshot({ path: path.join(ARTIFACTS, "desktop-access.png") });
+    // the page asked who is signed in first, with no token, and every call was admitted
+    assert.equal(statuses[0]?.[0], "/admin/api/whoami");
+    assert.deepEqual(statuses.filter(([, status]) => status !== 200), [], JSON.stringify(statuses));
+    // a write from the page: same-origin, so the cookie admits it (a bulk replay's dry-run count)
+    await accessPage.click("#bulk-open");
+    await accessPage.fill("#b-type", "invoice.refunded");
+    await accessPage.click("#bulk-count");
+    await accessPage.waitForSelector("#bulk-confirm:not([hidden])");
+    assert.ok(statuses.some(([p, status]) => p === "/admin/api/deliveries/replay" && status === 200), JSON.stringify(statuses));
+    await accessPage.click("#bulk-cancel");
+
+    // an expired Access session: the page says so and offers the token
+    await accessContext.clearCookies();
+    await accessContext.addCookies([{ name: "CF_Authorization", value: await mint(key, claims(stub.url, { now: Math.floor(Date.now() / 1000) - 7200 })), url: behind.url }]);
+    await accessPage.reload();
+    await accessPage.waitForSelector("#sign-in:not([hidden])");
+    assert.match(await accessPage.textContent("#sign-in-message"), /Cloudflare Access did not admit this session \(access_token_expired\)/);
+    assert.equal(await accessPage.isVisible("#app"), false);
+    // and the token still signs in beside Access
+    await accessPage.fill("#token", ADMIN_TOKEN);
+    await accessPage.click("#sign-in-form button[type=submit]");
+    await accessPage.waitForSelector("#app:not([hidden])");
+    assert.equal(await accessPage.textContent("#whoami"), "Signed in with the admin token");
+    assert.deepEqual(errors, []);
+    assert.deepEqual(csp, []);
+  } finally {
+    await accessContext.close();
+    await behind.close();
+    await stub.close();
+  }
 });
 
 test("no dialog, script error, CSP violation or foreign request happened", () => {

@@ -45,7 +45,13 @@
     return el("time", { datetime: s, title: s }, el("span", {}, m[1]), " ", el("span", {}, `${m[2]} UTC`));
   }
 
-  // ---- token (sessionStorage only: gone when the browser session ends) ----
+  // ---- who is signed in: the admin token (sessionStorage only: gone when the browser
+  // session ends), or, behind Cloudflare Access, the operator Access signed in (its
+  // CF_Authorization cookie, which this page never reads: the browser sends it) ----
+
+  /** What GET /admin/api/whoami said: {actor, via: "token" | "access_header" | "access_cookie"}. */
+  const session = { actor: null, via: null };
+  const byAccess = () => session.via === "access_header" || session.via === "access_cookie";
 
   function token() {
     try {
@@ -79,14 +85,25 @@
     }
   }
 
+  /** Why an admin API 401 happened, for the sign-in form. */
+  function refusal(code, hadToken) {
+    if (hadToken) return "The token was not accepted. Sign in again.";
+    if (code && code.startsWith("access_") && code !== "access_token_missing") {
+      return `Cloudflare Access did not admit this session (${code}). Reload the page to sign in through Access again, or use the admin token.`;
+    }
+    return "";
+  }
+
   async function api(method, path, body) {
     const t = token();
-    if (!t) {
+    if (!t && !byAccess()) {
       signOut("Sign in with the admin token.");
       throw new ApiError(401, "unauthorized", "not signed in");
     }
-    const headers = { Authorization: `Bearer ${t}`, Accept: "application/json" };
-    const init = { method, headers, cache: "no-store", credentials: "omit", redirect: "error" };
+    // the bearer header when there is a token; the Access cookie goes with every same-origin call
+    const headers = { Accept: "application/json" };
+    if (t) headers.Authorization = `Bearer ${t}`;
+    const init = { method, headers, cache: "no-store", credentials: "same-origin", redirect: "error" };
     if (body !== undefined) {
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
@@ -105,8 +122,9 @@
       data = null;
     }
     if (res.status === 401) {
-      signOut("The token was not accepted. Sign in again.");
-      throw new ApiError(401, "unauthorized", "the token was not accepted");
+      const code = (data && typeof data.error === "string" && data.error) || "unauthorized";
+      signOut(refusal(code, !!t) || "Sign in with the admin token.");
+      throw new ApiError(401, code, t ? "the token was not accepted" : "not signed in");
     }
     if (!res.ok) {
       const code = (data && typeof data.error === "string" && data.error) || `http_${res.status}`;
@@ -147,6 +165,40 @@
     $("app").hidden = false;
     $("sections").hidden = false;
     $("sign-out").hidden = false;
+    showSession();
+  }
+
+  /** Who is signed in, in the header: the Access operator (or service token), or the token. */
+  function showSession() {
+    const who = $("whoami");
+    if (!session.via) {
+      who.hidden = true;
+      who.replaceChildren();
+      return;
+    }
+    who.replaceChildren(
+      ...(byAccess()
+        ? ["Signed in as ", el("strong", {}, String(session.actor)), " (Cloudflare Access)"]
+        : ["Signed in with the admin token"]),
+    );
+    who.hidden = false;
+    // behind Access, signing out is Access's: its logout ends the session for every application
+    $("sign-out").textContent = byAccess() ? "Sign out of Access" : "Sign out";
+  }
+
+  /** GET /admin/api/whoami as the page is signed in now (the stored token, else the Access cookie). */
+  async function whoami() {
+    const t = token();
+    const headers = { Accept: "application/json" };
+    if (t) headers.Authorization = `Bearer ${t}`;
+    const res = await fetch(`${API}/whoami`, { headers, cache: "no-store", credentials: "same-origin", redirect: "error" });
+    let data = null;
+    try {
+      data = await res.json();
+    } catch {
+      data = null;
+    }
+    return { status: res.status, data, hadToken: !!t };
   }
 
   // ---- what the core knows: event types (the type filter) and each kind's states ----
@@ -156,7 +208,8 @@
   let machineLoaded = null;
 
   function loadMachine() {
-    machineLoaded ??= fetch("/admin/machine.json", { cache: "no-cache", credentials: "omit", redirect: "error" })
+    // same-origin credentials: behind Access the page's own files need its cookie too
+    machineLoaded ??= fetch("/admin/machine.json", { cache: "no-cache", credentials: "same-origin", redirect: "error" })
       .then((res) => (res.ok ? res.json() : Promise.reject(new Error(`HTTP ${res.status}`))))
       .then((m) => {
         if (m && Array.isArray(m.event_types)) machine.event_types = m.event_types.map(String);
@@ -183,32 +236,39 @@
   }
 
   /**
-   * Asks the API whether it is on, before anything else: the deliveries list never answers 404
-   * unless the Worker has no ADMIN_TOKEN (then 404, whatever the token); 401 means sign in.
+   * Asks the API who is signed in, before anything else: whoami answers 404 only while the
+   * Worker has neither ADMIN_TOKEN nor Access; 200 names the actor (by the stored token, or by
+   * the Access cookie, with no token prompt at all); 401 means sign in with the token.
    */
   async function start(ev) {
     const byOperator = !!ev; // "Check again": move focus to the answer; on load, leave it
     $("api-off").hidden = true;
     loadMachine();
-    const t = token();
-    const headers = { Accept: "application/json" };
-    if (t) headers.Authorization = `Bearer ${t}`;
-    let res;
+    let r;
     try {
-      res = await fetch(`${API}/deliveries?limit=1`, { headers, cache: "no-store", credentials: "omit", redirect: "error" });
-      await res.arrayBuffer();
+      r = await whoami();
+      // a stored token that is refused (rotated since): forget it, and ask again without it,
+      // in case Access signs the operator in
+      if (r.status === 401 && r.hadToken) {
+        storeToken(null);
+        const again = await whoami();
+        r = again.status === 401 ? { ...again, hadToken: true } : again;
+      }
     } catch {
       showSignIn("The Worker could not be reached. Reload to try again.");
       return;
     }
-    if (res.status === 404) {
+    if (r.status === 404) {
       showOff(byOperator);
-    } else if (t && res.ok) {
+    } else if (r.status === 200 && r.data && typeof r.data.actor === "string") {
+      session.actor = r.data.actor;
+      session.via = r.data.via;
       showApp();
       openApp(byOperator);
     } else {
-      if (t) storeToken(null);
-      showSignIn(t ? "The token was not accepted. Sign in again." : "");
+      session.actor = session.via = null;
+      const code = r.data && typeof r.data.error === "string" ? r.data.error : "";
+      showSignIn(r.status === 503 ? `Cloudflare Access could not be checked (${code || "HTTP 503"}). Reload to try again, or use the admin token.` : refusal(code, r.hadToken));
     }
   }
 
@@ -220,6 +280,8 @@
 
   function signOut(message) {
     storeToken(null);
+    session.actor = session.via = null;
+    showSession();
     state.seq++;
     health.seq++;
     bulk.stop = true;
@@ -251,7 +313,9 @@
     storeToken(t);
     $("sign-in-message").textContent = "Checking…";
     try {
-      await api("GET", "/deliveries?limit=1");
+      const { data } = await api("GET", "/whoami");
+      session.actor = data && data.actor;
+      session.via = data && data.via;
     } catch (e) {
       if (e.status === 404) {
         storeToken(null);
@@ -1317,7 +1381,11 @@
   // ---- wiring ----
 
   $("sign-in-form").addEventListener("submit", signIn);
-  $("sign-out").addEventListener("click", () => signOut("Signed out."));
+  $("sign-out").addEventListener("click", () => {
+    // Access's own logout (on this hostname, served by Cloudflare) ends the Access session
+    if (byAccess()) window.location.assign("/cdn-cgi/access/logout");
+    else signOut("Signed out.");
+  });
   $("api-off-retry").addEventListener("click", start);
   $("filters").addEventListener("submit", (ev) => {
     ev.preventDefault();
