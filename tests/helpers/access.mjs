@@ -19,10 +19,11 @@ export async function newKey(alg = "RS256") {
 /**
  * The certs document's stub. `keys` is what it serves (newest last, the way `rotate` adds);
  * `hits` counts its requests to the certs path. `mode`: "ok", "hang" (never answers) or "fail" (500).
+ * On a free loopback port unless `port` is given.
  * The document has Cloudflare's shape: `keys` (JWK) and `public_cert` / `public_certs`; the
  * PEM there is the SPKI public key (Cloudflare serves certificates; the receiver reads `keys`).
  */
-export async function startJwksStub(keys) {
+export async function startJwksStub(keys, { port = 0 } = {}) {
   const stub = {
     keys: [...keys],
     hits: [],
@@ -60,7 +61,7 @@ export async function startJwksStub(keys) {
     }
     res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(stub.document()));
   });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
   stub.url = `http://127.0.0.1:${server.address().port}`;
   stub.close = () =>
     new Promise((resolve) => {
@@ -109,4 +110,28 @@ export function mintNone(payload, kid) {
 /** The algorithm-confusion attack: HS256 keyed with the RSA public key's PEM text. */
 export function mintHs256WithPublicKey(key, payload) {
   return new SignJWT(payload).setProtectedHeader({ alg: "HS256", kid: key.kid, typ: "JWT" }).sign(new TextEncoder().encode(key.pem));
+}
+
+// Run directly, a development stand-in for a team domain (.dev.vars.example):
+//   node tests/helpers/access.mjs [--port 8792] [--aud dev-access-aud] [--email you@example.com]
+// serves the certs document on 127.0.0.1 and prints a token (valid for 24 hours) to send as the
+// Cf-Access-Jwt-Assertion header or set as the CF_Authorization cookie.
+if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
+  const arg = (name, fallback) => {
+    const i = process.argv.indexOf(`--${name}`);
+    return i > 0 && process.argv[i + 1] ? process.argv[i + 1] : fallback;
+  };
+  const port = Number(arg("port", "8792"));
+  const aud = arg("aud", "dev-access-aud");
+  const email = arg("email", EMAIL);
+  const key = await newKey();
+  const stub = await startJwksStub([key], { port });
+  const team = stub.url;
+  const now = Math.floor(Date.now() / 1000);
+  const token = await mint(key, { ...claims(team, { now }), aud: [aud], email, exp: now + 86400 });
+  process.stdout.write(
+    `team domain ${team} (ACCESS_TEAM_DOMAIN), audience ${aud} (ACCESS_AUD)\n` +
+      `a token for ${email}, valid 24 hours:\n${token}\n` +
+      `curl -H 'Cf-Access-Jwt-Assertion: ${token}' http://127.0.0.1:8787/admin/api/whoami\n`,
+  );
 }
