@@ -301,7 +301,7 @@ fn without(cache: &KeyCache, kid: &str) -> AccessError {
                 .unwrap_or_else(|| "not fetched yet".into()),
         )
     } else {
-        AccessError::KeyUnknown(kid.chars().take(80).collect())
+        AccessError::key_unknown(kid)
     }
 }
 

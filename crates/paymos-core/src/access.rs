@@ -21,7 +21,6 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use serde::Deserialize;
 use serde_json::Value;
 
 /// Clock skew allowed each way on `exp`, `nbf` and `iat` (CONTRACT §11).
@@ -91,6 +90,11 @@ impl AccessError {
             AccessError::ActorMissing => "access_actor_missing",
             AccessError::KeysUnavailable(_) => "access_keys_unavailable",
         }
+    }
+
+    /// A `kid` not among the team's keys, said as [`shown`] says what the sender chose.
+    pub fn key_unknown(kid: &str) -> Self {
+        AccessError::KeyUnknown(shown(kid))
     }
 
     /// Every code, for tests and documentation.
@@ -324,47 +328,47 @@ pub fn parse_token(token: &str) -> Result<Token<'_>, AccessError> {
     })
 }
 
-/// `aud` as RFC 7519 §4.1.3 allows: one string or an array of strings.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Audience {
-    One(String),
-    Many(Vec<String>),
-}
-
-#[derive(Deserialize)]
-struct RawClaims {
-    aud: Option<Audience>,
-    iss: Option<String>,
-    exp: Option<f64>,
-    nbf: Option<f64>,
-    iat: Option<f64>,
-    email: Option<String>,
-    common_name: Option<String>,
-}
-
+/// The registered claims read from the payload object. Read from the `Value` by hand rather
+/// than derived: serde's untagged enum (`aud` is a string or an array, RFC 7519 §4.1.3) and a
+/// second pass over the value cost the wasm more than this does.
 fn parse_claims(bytes: &[u8]) -> Result<Claims, AccessError> {
+    const WRONG_TYPE: AccessError = AccessError::Malformed(
+        "a registered claim has the wrong type (exp, nbf, iat numbers; iss, email, common_name strings; aud a string or an array of strings)",
+    );
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|_| AccessError::Malformed("the payload is not JSON"))?;
-    if !value.is_object() {
+    let Value::Object(map) = value else {
         return Err(AccessError::Malformed("the payload is not a JSON object"));
-    }
-    let raw: RawClaims = serde_json::from_value(value).map_err(|_| {
-        AccessError::Malformed(
-            "a registered claim has the wrong type (exp, nbf, iat numbers; iss, email, common_name strings; aud a string or an array of strings)",
-        )
-    })?;
+    };
+    let number = |name: &str| match map.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n.as_f64().map(Some).ok_or(WRONG_TYPE),
+        Some(_) => Err(WRONG_TYPE),
+    };
+    let string = |name: &str| match map.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(WRONG_TYPE),
+    };
+    let aud = match map.get("aud") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(vec![s.clone()]),
+        Some(Value::Array(items)) => Some(
+            items
+                .iter()
+                .map(|a| a.as_str().map(str::to_string).ok_or(WRONG_TYPE))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Some(_) => return Err(WRONG_TYPE),
+    };
     Ok(Claims {
-        aud: raw.aud.map(|a| match a {
-            Audience::One(s) => vec![s],
-            Audience::Many(v) => v,
-        }),
-        iss: raw.iss,
-        exp: raw.exp,
-        nbf: raw.nbf,
-        iat: raw.iat,
-        email: raw.email,
-        common_name: raw.common_name,
+        aud,
+        iss: string("iss")?,
+        exp: number("exp")?,
+        nbf: number("nbf")?,
+        iat: number("iat")?,
+        email: string("email")?,
+        common_name: string("common_name")?,
     })
 }
 
@@ -460,11 +464,6 @@ impl Jwk {
     }
 }
 
-#[derive(Deserialize)]
-struct RawJwks {
-    keys: Vec<Value>,
-}
-
 /// Bits in a big-endian unsigned integer.
 fn bit_length(bytes: &[u8]) -> usize {
     match bytes.iter().position(|b| *b != 0) {
@@ -480,12 +479,17 @@ fn bit_length(bytes: &[u8]) -> usize {
 /// `alg`), for signatures (or no `use`), with a `kid`, and a modulus of at least
 /// [`MIN_RSA_BITS`]; others are skipped. No usable key at all is an error.
 pub fn parse_jwks(text: &str) -> Result<Vec<Jwk>, AccessError> {
-    let raw: RawJwks = serde_json::from_str(text).map_err(|_| {
+    let doc: Value = serde_json::from_str(text).map_err(|_| {
         AccessError::KeysUnavailable("the certs document is not JSON with a keys array".into())
     })?;
+    let Some(listed) = doc.get("keys").and_then(Value::as_array) else {
+        return Err(AccessError::KeysUnavailable(
+            "the certs document is not JSON with a keys array".into(),
+        ));
+    };
     let str_of = |k: &Value, name: &str| k.get(name).and_then(Value::as_str).map(str::to_string);
     let mut keys = Vec::new();
-    for k in &raw.keys {
+    for k in listed {
         let usable = str_of(k, "kty").as_deref() == Some("RSA")
             && str_of(k, "alg").is_none_or(|a| a == ALGORITHM)
             && str_of(k, "use").is_none_or(|u| u == "sig");
@@ -606,6 +610,11 @@ mod tests {
         ];
         let codes: Vec<&str> = all.iter().map(AccessError::code).collect();
         assert_eq!(codes, AccessError::CODES);
+        // what the sender chose is said printable and cut short
+        assert_eq!(
+            AccessError::key_unknown(&format!("k\n{}", "x".repeat(100))),
+            AccessError::KeyUnknown(format!("\"k?{}\"", "x".repeat(62)))
+        );
         let mut unique = codes.clone();
         unique.sort();
         unique.dedup();

@@ -81,7 +81,7 @@ fn admit(token: &str, keys: &[Jwk], config: &AccessConfig, now: i64) -> Result<A
     let key = keys
         .iter()
         .find(|k| k.kid == parsed.header.kid)
-        .ok_or_else(|| AccessError::KeyUnknown(parsed.header.kid.clone()))?;
+        .ok_or_else(|| AccessError::key_unknown(&parsed.header.kid))?;
     if !rs256_verifies(key, parsed.signing_input(), parsed.signature()) {
         return Err(AccessError::SignatureInvalid);
     }
