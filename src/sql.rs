@@ -1,8 +1,10 @@
 //! Runs the shared statements (`paymos_core::statements`, where every SQL text is defined
 //! once) on D1, and reads their rows into types. No SQL text lives here.
 
+use paymos_core::admin::audit::{self, Record};
+use paymos_core::admin::AuditQuery;
 use paymos_core::rows::flag;
-use paymos_core::statements::{self as st, Arg, Bound};
+use paymos_core::statements::{self as st, Arg, AuditRow, Bound};
 use paymos_core::Envelope;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -165,15 +167,55 @@ pub async fn returned_row(db: &D1Database, b: Bound<'_>) -> DbResult<bool> {
     Ok(row.is_some())
 }
 
-/// An operator's replay: unprocessed again, in a new generation. Its new generation; `None`
-/// when there is no such delivery.
-pub async fn reset_for_replay(db: &D1Database, event_id: &str) -> DbResult<Option<i64>> {
-    first_column(
+/// An operator's replay: unprocessed again, in a new generation, with its audit row in the
+/// same batch. Its new generation; `None` when there is no such delivery (recorded
+/// `not_found`).
+pub async fn reset_for_replay(
+    db: &D1Database,
+    event_id: &str,
+    record: &Record,
+) -> DbResult<Option<i64>> {
+    #[derive(Deserialize)]
+    struct Row {
+        generation: i64,
+    }
+    let results = batch(
         db,
-        st::RESET_FOR_REPLAY.bind(vec![Arg::text(event_id)]),
-        "generation",
+        &[
+            st::RESET_FOR_REPLAY.bind(vec![Arg::text(event_id)]),
+            st::audit_after(&st::AUDIT_REPLAY, record),
+        ],
     )
-    .await
+    .await?;
+    Ok(first_row::<Row>(&results, 0)?.map(|r| r.generation))
+}
+
+// ---------------------------------------------------------------- the audit log
+
+/// The outcome an audit statement (`RETURNING outcome`) wrote, the `i`-th of a batch.
+fn audit_outcome(results: &[D1Result], i: usize) -> DbResult<audit::Outcome> {
+    #[derive(Deserialize)]
+    struct Row {
+        outcome: String,
+    }
+    let row = first_row::<Row>(results, i)?
+        .ok_or_else(|| DbError("the audit row returned no outcome".into()))?;
+    audit::Outcome::parse(&row.outcome)
+        .ok_or_else(|| DbError(format!("unknown audit outcome `{}`", row.outcome)))
+}
+
+/// A row whose outcome is known (a dry run, a reconciliation's report), on its own.
+pub async fn insert_audit(
+    db: &D1Database,
+    record: &Record,
+    outcome: audit::Outcome,
+) -> DbResult<()> {
+    run(db, st::insert_audit(record, outcome)).await
+}
+
+/// A page of the audit log, newest first: `limit + 1` rows.
+pub async fn list_audit(db: &D1Database, q: &AuditQuery) -> DbResult<Vec<AuditRow>> {
+    all(db, st::list_audit(q)).await
 }
 
 // ---------------------------------------------------------------- resources
@@ -200,6 +242,9 @@ pub struct HistoryRow {
     pub cause_kind: String,
     pub cause: String,
     pub at: String,
+    /// Who made a manual transition (CONTRACT §11); `null` for a delivery's or
+    /// reconciliation's.
+    pub actor: Option<String>,
 }
 
 pub async fn load_resource(db: &D1Database, id: &str) -> DbResult<Option<ResourceRow>> {
@@ -260,26 +305,41 @@ pub enum Redelivery {
     Missing,
 }
 
-pub async fn redeliver_effect(db: &D1Database, effect_id: &str) -> DbResult<Redelivery> {
+/// The redelivery and its audit row in one batch; the row's outcome (decided by the same
+/// transaction, after the update) says which it was.
+pub async fn redeliver_effect(
+    db: &D1Database,
+    effect_id: &str,
+    record: &Record,
+) -> DbResult<Redelivery> {
     #[derive(Deserialize)]
     struct Row {
         #[serde(deserialize_with = "flag")]
         awaiting_order_ref: bool,
     }
-    let row: Option<Row> = first(db, st::REDELIVER_EFFECT.bind(vec![Arg::text(effect_id)])).await?;
-    if let Some(r) = row {
-        return Ok(Redelivery::Pending {
-            awaiting_order_ref: r.awaiting_order_ref,
-        });
+    let results = batch(
+        db,
+        &[
+            st::REDELIVER_EFFECT.bind(vec![Arg::text(effect_id)]),
+            st::audit_after(&st::AUDIT_REDELIVER, record),
+        ],
+    )
+    .await?;
+    match audit_outcome(&results, 1)? {
+        audit::Outcome::Redelivered => {
+            let row = first_row::<Row>(&results, 0)?
+                .ok_or_else(|| DbError("a redelivery recorded without its row".into()))?;
+            Ok(Redelivery::Pending {
+                awaiting_order_ref: row.awaiting_order_ref,
+            })
+        }
+        audit::Outcome::Conflict => Ok(Redelivery::Refused),
+        audit::Outcome::NotFound => Ok(Redelivery::Missing),
+        other => Err(DbError(format!(
+            "a redelivery recorded as {}",
+            other.as_str()
+        ))),
     }
-    // not redelivered: absent, or refused (LOAD_EFFECT says which)
-    let exists: Option<Present> =
-        first(db, st::LOAD_EFFECT.bind(vec![Arg::text(effect_id)])).await?;
-    Ok(if exists.is_some() {
-        Redelivery::Refused
-    } else {
-        Redelivery::Missing
-    })
 }
 
 /// The effects feed, oldest first; `limit + 1` rows so the caller knows about a next page.
@@ -561,10 +621,18 @@ pub async fn alert_send_failed(db: &D1Database, id: &str, error: &str) -> DbResu
     .await
 }
 
-/// `true` when acknowledged now (it exists and is not resolved).
-pub async fn ack_alert(db: &D1Database, id: &str) -> DbResult<bool> {
-    let row: Option<Present> = first(db, st::ACK_ALERT.bind(vec![Arg::text(id)])).await?;
-    Ok(row.is_some())
+/// The acknowledgement and its audit row in one batch: `Acknowledged` (it exists and is not
+/// resolved), `Conflict` (resolved already) or `NotFound`, as the row records it.
+pub async fn ack_alert(db: &D1Database, id: &str, record: &Record) -> DbResult<audit::Outcome> {
+    let results = batch(
+        db,
+        &[
+            st::ACK_ALERT.bind(vec![Arg::text(id)]),
+            st::audit_after(&st::AUDIT_ALERT_ACK, record),
+        ],
+    )
+    .await?;
+    audit_outcome(&results, 1)
 }
 
 pub async fn load_alert(db: &D1Database, id: &str) -> DbResult<Option<AlertRow>> {

@@ -5,6 +5,7 @@ use crate::error::AppResult;
 use crate::queue::{self, DeliveryMessage};
 use crate::sql;
 use paymos_core::actors::sweep::{Chunks, Claimed, Step, Summary};
+use paymos_core::statements::Bound;
 use worker::{D1Database, Date, Env};
 
 /// What the claimed rows are sent to.
@@ -19,9 +20,23 @@ pub enum Queue {
 pub async fn drive(
     env: &Env,
     db: &D1Database,
+    chunks: Chunks,
+    to: Queue,
+    millis: Option<u64>,
+) -> AppResult<Summary> {
+    drive_recorded(env, db, chunks, to, millis, None).await
+}
+
+/// As [`drive`], with `first` (an admin write's audit row, CONTRACT §11) in the first claim's
+/// batch, or on its own when no claim runs: a bulk replay's row is in the transaction of its
+/// first reset.
+pub async fn drive_recorded(
+    env: &Env,
+    db: &D1Database,
     mut chunks: Chunks,
     to: Queue,
     millis: Option<u64>,
+    mut first: Option<Bound<'_>>,
 ) -> AppResult<Summary> {
     let started = Date::now().as_millis();
     loop {
@@ -33,14 +48,22 @@ pub async fn drive(
                     chunks.claimed(Vec::new());
                     continue;
                 }
-                let rows = sql::all_rows::<Claimed>(db, b).await?;
+                let rows = match first.take() {
+                    None => sql::all_rows::<Claimed>(db, b).await?,
+                    Some(row) => sql::rows_of(&sql::run_batch(db, &[b, row]).await?, 0)?,
+                };
                 chunks.claimed(rows);
             }
             Step::Send(rows) => {
                 let (sent, err) = send(env, to, rows).await;
                 chunks.sent(sent, err.map(|e| e.to_string()));
             }
-            Step::Done(summary) => return Ok(summary),
+            Step::Done(summary) => {
+                if let Some(row) = first.take() {
+                    sql::run_batch(db, &[row]).await?;
+                }
+                return Ok(summary);
+            }
         }
     }
 }

@@ -7,6 +7,7 @@ use crate::error::{AppError, AppResult};
 use crate::sql;
 pub use paymos_core::actors::transition::Change;
 use paymos_core::actors::transition::{prepare, Applied, Prepared};
+use paymos_core::admin::audit::Record;
 use worker::D1Database;
 
 pub fn random_bytes<const N: usize>() -> AppResult<[u8; N]> {
@@ -32,6 +33,17 @@ pub async fn apply(db: &D1Database, change: Change) -> AppResult<Applied> {
     let prepared = prepare(change, None, &mut draw)
         .map_err(|e| AppError::BadRequest("invalid_state", e.to_string()))?;
     let statements = prepared.statements();
+    let results = sql::run_batch(db, &statements).await?;
+    let rows = sql::json_rows(&results)?;
+    Prepared::read(&statements, &rows).map_err(|e| AppError::Internal(e.to_string()))
+}
+
+/// An operator's change (CONTRACT §11): as [`apply`], with the operator named in the history
+/// row it may write and its audit row (`record`) in the same batch.
+pub async fn apply_manual(db: &D1Database, change: Change, record: &Record) -> AppResult<Applied> {
+    let prepared = prepare(change, None, &mut draw)
+        .map_err(|e| AppError::BadRequest("invalid_state", e.to_string()))?;
+    let statements = prepared.audited_statements(record);
     let results = sql::run_batch(db, &statements).await?;
     let rows = sql::json_rows(&results)?;
     Prepared::read(&statements, &rows).map_err(|e| AppError::Internal(e.to_string()))

@@ -2,6 +2,7 @@
 
 use crate::error::{AppError, AppResult};
 use crate::sql;
+use paymos_core::admin::audit::{Outcome, Record};
 use serde_json::json;
 use worker::{Env, Response};
 
@@ -12,18 +13,17 @@ pub async fn list(env: &Env) -> AppResult<Response> {
     Ok(Response::from_json(&json!({ "data": alerts }))?)
 }
 
-pub async fn ack(env: &Env, id: &str) -> AppResult<Response> {
+/// The acknowledgement and its audit row in one batch; the row's outcome is the answer.
+pub async fn ack(env: &Env, id: &str, record: &Record) -> AppResult<Response> {
     let db = sql::database(env)?;
-    if !sql::ack_alert(&db, id).await? {
-        return match sql::load_alert(&db, id).await? {
-            None => Err(AppError::NotFound),
-            Some(_) => Err(AppError::Conflict(
-                "alert_resolved",
-                "the alert is resolved already".into(),
-            )),
-        };
+    match sql::ack_alert(&db, id, record).await? {
+        Outcome::Acknowledged => Ok(Response::from_json(
+            &json!({ "id": id, "state": "acknowledged" }),
+        )?),
+        Outcome::NotFound => Err(AppError::NotFound),
+        _ => Err(AppError::Conflict(
+            "alert_resolved",
+            "the alert is resolved already".into(),
+        )),
     }
-    Ok(Response::from_json(
-        &json!({ "id": id, "state": "acknowledged" }),
-    )?)
 }

@@ -2,6 +2,7 @@
 
 use crate::error::{AppError, AppResult};
 use crate::sql;
+use paymos_core::admin::audit::Record;
 use paymos_core::admin::{EffectQuery, Page};
 use paymos_core::EffectKind;
 use serde_json::json;
@@ -24,11 +25,12 @@ pub async fn list(env: &Env, q: &EffectQuery) -> AppResult<Response> {
     Ok(Response::from_json(&json!(page))?)
 }
 
-/// Sends the effect to the order system again, under the same id.
-pub async fn redeliver(env: &Env, id: &str) -> AppResult<Response> {
+/// Sends the effect to the order system again, under the same id (the audit row is in the
+/// redelivery's batch, refused or not).
+pub async fn redeliver(env: &Env, id: &str, record: &Record) -> AppResult<Response> {
     let db = sql::database(env)?;
     let awaiting =
-        match sql::redeliver_effect(&db, id).await? {
+        match sql::redeliver_effect(&db, id, record).await? {
             sql::Redelivery::Pending { awaiting_order_ref } => awaiting_order_ref,
             sql::Redelivery::Missing => return Err(AppError::NotFound),
             // its refund was recorded: sending it again would ship goods for money returned

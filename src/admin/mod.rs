@@ -4,6 +4,7 @@
 //! handler of its resource, on D1 and the queues.
 
 mod alerts;
+mod audit;
 mod auth;
 mod deliveries;
 mod effects;
@@ -15,8 +16,9 @@ mod resources;
 pub use auth::page;
 
 use crate::access::Actor;
-use crate::error::AppResult;
+use crate::error::{AppError, AppResult};
 use auth::authorize;
+use paymos_core::admin::audit::Record;
 use paymos_core::admin::{routes, Command, RequestBody};
 use worker::{Env, Request, Response};
 
@@ -30,26 +32,45 @@ pub async fn api(mut req: Request, env: &Env, path: &str) -> AppResult<Response>
         RequestBody::Optional | RequestBody::Required => req.bytes().await.unwrap_or_default(),
     };
     let command = Command::from_resolved(&resolved, &query(&req), &body)?;
-    apply(command, env, &actor).await
+    // a write's audit row (CONTRACT §11): who, what, on what, with the request's fields
+    let record = Record::of(&command, &actor.name);
+    apply(command, env, &actor, record).await
 }
 
-/// Each command to the handler of its resource.
-async fn apply(command: Command, env: &Env, actor: &Actor) -> AppResult<Response> {
+/// A write's audit row. Every write command has one (paymos_core::admin::audit's tests), so
+/// this is never the error.
+fn written(record: Option<Record>) -> AppResult<Record> {
+    record.ok_or_else(|| AppError::Internal("an admin write without its audit record".into()))
+}
+
+/// Each command to the handler of its resource; each write with its audit row, which the
+/// handler writes in the same D1 batch as its change.
+async fn apply(
+    command: Command,
+    env: &Env,
+    actor: &Actor,
+    record: Option<Record>,
+) -> AppResult<Response> {
     match command {
         Command::ListDeliveries(q) => deliveries::list(env, &q).await,
         Command::GetDelivery { event_id } => deliveries::get(env, &event_id).await,
-        Command::ReplayDelivery { event_id } => replay::one(env, &event_id).await,
-        Command::BulkReplay(b) => replay::bulk(env, &b).await,
+        Command::ReplayDelivery { event_id } => {
+            replay::one(env, &event_id, &written(record)?).await
+        }
+        Command::BulkReplay(b) => replay::bulk(env, &b, &written(record)?).await,
         Command::GetResource { resource_id } => resources::get(env, &resource_id).await,
-        Command::Transition(t) => resources::transition(env, &t).await,
-        Command::ReconcileNow { full } => reconcile::now(env, full).await,
+        Command::Transition(t) => resources::transition(env, &t, &written(record)?).await,
+        Command::ReconcileNow { full } => reconcile::now(env, full, &written(record)?).await,
         Command::LatestReconcile => reconcile::latest(env).await,
         Command::ListEffects(q) => effects::list(env, &q).await,
-        Command::RedeliverEffect { effect_id } => effects::redeliver(env, &effect_id).await,
+        Command::RedeliverEffect { effect_id } => {
+            effects::redeliver(env, &effect_id, &written(record)?).await
+        }
         Command::Metrics { format } => metrics::get(env, format).await,
         Command::ListAlerts => alerts::list(env).await,
-        Command::AckAlert { alert_id } => alerts::ack(env, &alert_id).await,
+        Command::AckAlert { alert_id } => alerts::ack(env, &alert_id, &written(record)?).await,
         Command::WhoAmI => crate::access::whoami(actor),
+        Command::ListAudit(q) => audit::list(env, &q).await,
     }
 }
 

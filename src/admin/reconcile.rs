@@ -1,19 +1,40 @@
 //! `POST /reconcile` (run it now) and `GET /reconcile` (the latest report).
 
 use crate::error::{AppError, AppResult};
-use crate::{config, reconcile};
+use crate::{config, reconcile, sql};
+use paymos_core::admin::audit::{reconcile_outcome, Outcome, Record};
 use worker::{Env, Response};
 
 /// Runs reconciliation now: the last 7 days, or everything with `full`. A walk that does not
 /// fit in this invocation reports `truncated`/`continues` and goes on by cron.
-pub async fn now(env: &Env, full: bool) -> AppResult<Response> {
-    let report = reconcile::run(
+///
+/// Its audit row is written after the run, with the report's outcome (or `failed`): a run's
+/// changes span many batches (the run's row, each page, each invoice brought to paid), each
+/// of the reconciliation's own, and the row records how the operator's run ended. A row that
+/// cannot be written (D1 gone meanwhile) is logged; the report is still the answer.
+pub async fn now(env: &Env, full: bool, record: &Record) -> AppResult<Response> {
+    let result = reconcile::run(
         env,
         reconcile::Start::Manual { full },
         config::invocation_budget(env),
     )
-    .await?;
-    Ok(Response::from_json(&report)?)
+    .await;
+    let outcome = match &result {
+        Ok(Some(report)) => reconcile_outcome(
+            report["state"].as_str().unwrap_or("done"),
+            report["ok"].as_bool().unwrap_or(false),
+        ),
+        Ok(None) => Outcome::Ok,
+        Err(_) => Outcome::Failed,
+    };
+    let written = match sql::database(env) {
+        Ok(db) => sql::insert_audit(&db, record, outcome).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = written {
+        crate::log::line("audit", "-", "write_failed", Some(&e.0));
+    }
+    Ok(Response::from_json(&result?)?)
 }
 
 pub async fn latest(env: &Env) -> AppResult<Response> {

@@ -5,14 +5,16 @@ use crate::error::{AppError, AppResult};
 use crate::queue::{self, DeliveryMessage};
 use crate::sql;
 use paymos_core::actors::sweep::{Chunks, Kind, ReplayFilter, CHUNK};
+use paymos_core::admin::audit::{Outcome, Record};
 use paymos_core::admin::{BulkReplay, DeliveryCursor};
 use serde_json::json;
 use worker::{Env, Response};
 
-/// The delivery reset (a new generation) and enqueued again; the guard decides again.
-pub async fn one(env: &Env, id: &str) -> AppResult<Response> {
+/// The delivery reset (a new generation) and enqueued again; the guard decides again. The
+/// reset and its audit row are one batch.
+pub async fn one(env: &Env, id: &str, record: &Record) -> AppResult<Response> {
     let db = sql::database(env)?;
-    let generation = sql::reset_for_replay(&db, id)
+    let generation = sql::reset_for_replay(&db, id, record)
         .await?
         .ok_or(AppError::NotFound)?;
     // the reset row is durable and unprocessed: a failed send is picked up by the sweeper
@@ -31,8 +33,9 @@ pub async fn one(env: &Env, id: &str) -> AppResult<Response> {
 /// Bulk replay: every matching delivery reset (a new generation) and re-enqueued, in chunks
 /// of 100, within this invocation's budget (the core's `actors::sweep`); the guard decides
 /// again, so repeating it doubles nothing. `dry_run` only counts. A replay larger than one
-/// invocation answers `next_cursor`, to be posted back with the same filters.
-pub async fn bulk(env: &Env, b: &BulkReplay) -> AppResult<Response> {
+/// invocation answers `next_cursor`, to be posted back with the same filters. The audit row
+/// goes in the first chunk's batch (a dry run, which changes nothing, writes it alone).
+pub async fn bulk(env: &Env, b: &BulkReplay, record: &Record) -> AppResult<Response> {
     let f = &b.filter;
     let filter = ReplayFilter {
         event_type: f.event_type.clone(),
@@ -46,6 +49,7 @@ pub async fn bulk(env: &Env, b: &BulkReplay) -> AppResult<Response> {
         .await?
         .unwrap_or(0);
     if b.dry_run {
+        sql::insert_audit(&db, record, Outcome::DryRun).await?;
         return Ok(Response::from_json(
             &json!({ "matched": matched, "enqueued": 0, "dry_run": true, "next_cursor": null }),
         )?);
@@ -59,7 +63,16 @@ pub async fn bulk(env: &Env, b: &BulkReplay) -> AppResult<Response> {
         .saturating_sub(2)
         .max(1);
     let chunks = Chunks::new(Kind::Replay { filter, after }, CHUNK, max_chunks);
-    let done = crate::sweep::drive(env, &db, chunks, crate::sweep::Queue::Deliveries, None).await?;
+    let row = paymos_core::statements::insert_audit(record, Outcome::Replayed);
+    let done = crate::sweep::drive_recorded(
+        env,
+        &db,
+        chunks,
+        crate::sweep::Queue::Deliveries,
+        None,
+        Some(row),
+    )
+    .await?;
     if let Some(e) = &done.failure {
         // reset rows are durable and unprocessed: what was not sent is the sweeper's
         crate::log::line("bulk_replay", "-", "enqueue_error", Some(e));

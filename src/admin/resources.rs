@@ -4,6 +4,7 @@
 use crate::error::{AppError, AppResult};
 use crate::sql;
 use crate::transition::{self, Change};
+use paymos_core::admin::audit::Record;
 use paymos_core::admin::Transition;
 use paymos_core::CauseKind;
 use serde_json::json;
@@ -24,10 +25,11 @@ pub async fn get(env: &Env, id: &str) -> AppResult<Response> {
 }
 
 /// Through the guarded transition, as a delivery's change goes (CONTRACT §3: anything the
-/// guard refuses is a recorded no-op); what it releases is sent.
-pub async fn transition(env: &Env, t: &Transition) -> AppResult<Response> {
+/// guard refuses is a recorded no-op); what it releases is sent. The operator is named in the
+/// history row, and the audit row is in the transition's batch.
+pub async fn transition(env: &Env, t: &Transition, record: &Record) -> AppResult<Response> {
     let db = sql::database(env)?;
-    let result = transition::apply(
+    let result = transition::apply_manual(
         &db,
         Change {
             resource_id: t.resource_id.clone(),
@@ -41,6 +43,7 @@ pub async fn transition(env: &Env, t: &Transition) -> AppResult<Response> {
             delivery: None,
             pull: crate::config::pull_mode(env),
         },
+        record,
     )
     .await?;
     // recorded either way, with the delivery outcomes' words: applied, or stale

@@ -74,6 +74,7 @@ fn main() {
                 license_code: Some(slot("license_code")),
                 delivery: Some(slot("event_id")),
                 pull: false,
+                actor: None,
             };
             let batch: Vec<Value> = transition_batch(&request)
                 .iter()

@@ -48,6 +48,7 @@ fn consume(db: &mut Db, event_id: &str, to: State, token: &str, fixed: bool) -> 
         license_code: None,
         delivery: Some(event_id),
         pull: false,
+        actor: None,
     });
     let batch = if fixed {
         with_fix(

@@ -7,6 +7,7 @@
 use serde::Deserialize;
 use thiserror::Error;
 
+use crate::admin::audit::Record;
 use crate::license::license_code;
 use crate::machine::{plan, CauseKind, EffectKind, Outcome, State, TransitionPlan};
 use crate::rows::flag;
@@ -138,7 +139,22 @@ impl Prepared {
             license_code: self.license.as_deref(),
             delivery: c.delivery.as_deref(),
             pull: c.pull,
+            actor: None,
         }
+    }
+
+    /// An operator's transition (CONTRACT §11): the statements with the operator (the audit
+    /// row's actor) named in the history row they may write, and the audit row itself in the
+    /// same transaction, before the read-back (which stays last, as `read` needs).
+    pub fn audited_statements(&self, record: &Record) -> Vec<Bound<'static>> {
+        let request = TransitionRequest {
+            actor: Some(&record.actor),
+            ..self.request()
+        };
+        st::audited_transition_batch(&request, record)
+            .into_iter()
+            .map(Bound::into_owned)
+            .collect()
     }
 
     /// The one transaction's statements; its last reads back what happened.

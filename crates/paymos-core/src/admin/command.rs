@@ -1,6 +1,9 @@
 //! Each admin call as a typed command, with its inputs validated: what the Worker applies.
 
-use super::paging::{parse_effect_cursor, parse_limit, DeliveryCursor, DEFAULT_PAGE};
+use super::audit::{Action, MAX_ACTOR_CHARS};
+use super::paging::{
+    parse_effect_cursor, parse_limit, parse_seq_cursor, DeliveryCursor, DEFAULT_PAGE,
+};
 use super::routes::{self, Operation, Resolved};
 use super::{bad_request, CommandError};
 use crate::ids::{resource_kind_of, ResourceKind};
@@ -47,6 +50,8 @@ pub enum Command {
     AckAlert { alert_id: String },
     /// `GET /whoami`: who the admission says is asking (CONTRACT §11).
     WhoAmI,
+    /// `GET /audit`: the audit log, newest first (CONTRACT §11).
+    ListAudit(AuditQuery),
 }
 
 /// A delivery status filter: `received`, `processed`, or an outcome (the statement reads it).
@@ -167,6 +172,29 @@ pub struct ReplayFilter {
     pub received_before: Option<String>,
 }
 
+/// `GET /audit?actor=&action=&cursor=&limit=` (newest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditQuery {
+    /// Exactly this actor (trimmed; 1 to [`MAX_ACTOR_CHARS`] characters).
+    pub actor: Option<String>,
+    pub action: Option<Action>,
+    /// The `id` of the last row seen.
+    pub after: Option<i64>,
+    pub limit: u32,
+}
+
+/// No filter, the default page.
+impl Default for AuditQuery {
+    fn default() -> Self {
+        AuditQuery {
+            actor: None,
+            action: None,
+            after: None,
+            limit: DEFAULT_PAGE,
+        }
+    }
+}
+
 /// `POST /deliveries/replay` (CONTRACT §5).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BulkReplay {
@@ -235,6 +263,7 @@ impl Command {
             Operation::ListAlerts => Command::ListAlerts,
             Operation::AckAlert => Command::AckAlert { alert_id: id() },
             Operation::WhoAmI => Command::WhoAmI,
+            Operation::ListAudit => Command::ListAudit(audit_query(query)?),
         })
     }
 
@@ -255,6 +284,7 @@ impl Command {
             Command::ListAlerts => Operation::ListAlerts,
             Command::AckAlert { .. } => Operation::AckAlert,
             Command::WhoAmI => Operation::WhoAmI,
+            Command::ListAudit(_) => Operation::ListAudit,
         }
     }
 }
@@ -320,6 +350,38 @@ fn effect_query(query: &str) -> Result<EffectQuery, CommandError> {
                 })
             }
             "cursor" => q.after = Some(parse_effect_cursor(&v)?),
+            "limit" => q.limit = parse_limit(&v)?,
+            _ => {}
+        }
+    }
+    Ok(q)
+}
+
+/// The audit log's filters: `action` one of [`Action`]'s words (a word it does not know is
+/// refused, not answered with an empty page), `actor` as recorded.
+fn audit_query(query: &str) -> Result<AuditQuery, CommandError> {
+    let mut q = AuditQuery::default();
+    for (k, v) in filters(query) {
+        match k.as_str() {
+            "actor" => {
+                if v.chars().count() > MAX_ACTOR_CHARS || v.chars().any(char::is_control) {
+                    return Err(bad_request(
+                        "invalid_actor",
+                        format!("actor is 1 to {MAX_ACTOR_CHARS} printable characters"),
+                    ));
+                }
+                q.actor = Some(v)
+            }
+            "action" => {
+                q.action = Some(Action::parse(&v).ok_or_else(|| {
+                    let words: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
+                    bad_request(
+                        "invalid_action",
+                        format!("action is one of {}", words.join(", ")),
+                    )
+                })?)
+            }
+            "cursor" => q.after = Some(parse_seq_cursor(&v)?),
             "limit" => q.limit = parse_limit(&v)?,
             _ => {}
         }

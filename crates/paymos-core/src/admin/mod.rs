@@ -5,13 +5,14 @@
 //! applies the command on D1 and the queues, in the manner of mini-redis's
 //! `Command::from_frame` then `apply`.
 
+pub mod audit;
 mod command;
 pub mod paging;
 pub mod routes;
 
 pub use command::{
-    BulkReplay, Command, DeliveryQuery, DispatchFilter, EffectQuery, MetricsFormat, ReplayFilter,
-    StatusFilter, Transition, MAX_FIELD_CHARS, MAX_REASON_CHARS,
+    AuditQuery, BulkReplay, Command, DeliveryQuery, DispatchFilter, EffectQuery, MetricsFormat,
+    ReplayFilter, StatusFilter, Transition, MAX_FIELD_CHARS, MAX_REASON_CHARS,
 };
 pub use paging::{DeliveryCursor, Page, DEFAULT_PAGE, MAX_PAGE};
 pub use routes::{Operation, RequestBody, Resolved, Route, ROUTES};

@@ -54,6 +54,12 @@ impl DeliveryCursor {
 
 /// An effects feed cursor: the `seq` of the last effect seen, a number `>= 0`.
 pub fn parse_effect_cursor(v: &str) -> Result<i64, CommandError> {
+    parse_seq_cursor(v)
+}
+
+/// A cursor that is a row's integer id (the effects feed's `seq`, the audit log's `id`): a
+/// number `>= 0`.
+pub fn parse_seq_cursor(v: &str) -> Result<i64, CommandError> {
     v.parse::<i64>()
         .ok()
         .filter(|n| *n >= 0)

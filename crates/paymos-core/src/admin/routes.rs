@@ -37,6 +37,8 @@ operations! {
     AckAlert,
     /// Who the admission says is asking (CONTRACT §11).
     WhoAmI,
+    /// The audit log (CONTRACT §11).
+    ListAudit,
 }
 
 /// Whether a route reads a JSON request body.
@@ -164,6 +166,7 @@ pub const ROUTES: &[Route] = &[
         B::None,
     ),
     route(Get, "/whoami", "whoAmI", Operation::WhoAmI, B::None),
+    route(Get, "/audit", "listAudit", Operation::ListAudit, B::None),
 ];
 
 impl Route {
@@ -322,6 +325,8 @@ mod tests {
             ("POST", "alerts/alt_1/ack", Ok(O::AckAlert)),
             ("GET", "whoami", Ok(O::WhoAmI)),
             ("POST", "whoami", not_allowed("GET")),
+            ("GET", "audit", Ok(O::ListAudit)),
+            ("POST", "audit", not_allowed("GET")),
             ("DELETE", "deliveries", not_allowed("GET")),
             ("POST", "deliveries", not_allowed("GET")),
             ("HEAD", "deliveries", not_allowed("GET")),

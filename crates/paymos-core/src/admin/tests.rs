@@ -153,6 +153,12 @@ fn samples() -> Vec<(&'static str, &'static str, &'static str, Command)> {
             },
         ),
         ("GET", "whoami", "", Command::WhoAmI),
+        (
+            "GET",
+            "audit",
+            "",
+            Command::ListAudit(AuditQuery::default()),
+        ),
     ]
 }
 
@@ -721,4 +727,55 @@ fn path_ids_are_taken_as_sent() {
             alert_id: "alt%20x".into()
         })
     );
+}
+
+fn audit_query(query: &str) -> Result<AuditQuery, CommandError> {
+    match get("audit", query)? {
+        Command::ListAudit(q) => Ok(q),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn audit_log_filters() {
+    use super::audit::{Action, MAX_ACTOR_CHARS};
+    assert_eq!(audit_query(""), Ok(AuditQuery::default()));
+    assert_eq!(
+        audit_query("actor=+ada%40example.com+&action=bulk_replay&cursor=42&limit=7"),
+        Ok(AuditQuery {
+            actor: Some("ada@example.com".into()),
+            action: Some(Action::BulkReplay),
+            after: Some(42),
+            limit: 7,
+        })
+    );
+    // empty filters filter nothing, as on the other lists
+    assert_eq!(audit_query("actor=&action="), Ok(AuditQuery::default()));
+    let long = "a".repeat(MAX_ACTOR_CHARS);
+    assert_eq!(
+        audit_query(&format!("actor={long}")).unwrap().actor,
+        Some(long.clone())
+    );
+    assert_eq!(
+        refused(get("audit", &format!("actor={long}a"))),
+        (
+            "invalid_actor",
+            "actor is 1 to 320 printable characters".to_string()
+        )
+    );
+    assert_eq!(code(get("audit", "actor=a%0Ab")), "invalid_actor");
+    assert_eq!(
+        refused(get("audit", "action=Transition")),
+        (
+            "invalid_action",
+            "action is one of transition, replay, bulk_replay, redeliver, alert_ack, reconcile"
+                .to_string()
+        )
+    );
+    assert_eq!(code(get("audit", "cursor=-3")), "invalid_cursor");
+    assert_eq!(
+        code(get("audit", "cursor=2026-01-01T00:00:00Z~evt_1")),
+        "invalid_cursor"
+    );
+    assert_eq!(code(get("audit", "limit=0")), "invalid_limit");
 }

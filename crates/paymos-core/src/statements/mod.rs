@@ -138,6 +138,26 @@ macro_rules! alert_columns {
     };
 }
 
+/// Why an operator's redelivery of effect `$e` (an alias or the table's name) is refused: a
+/// cancelled effect, or a fulfilment whose invoice has a revocation (its refund was recorded,
+/// and sending it again would ship goods for money returned). Shared by the redelivery and
+/// its audit row, so that the two cannot disagree.
+macro_rules! redelivery_refused {
+    ($e:literal) => {
+        concat!(
+            "(",
+            $e,
+            ".dispatch = 'cancelled' OR (",
+            $e,
+            ".kind = 'fulfilment' \
+             AND EXISTS (SELECT 1 FROM effect v WHERE v.resource_id = ",
+            $e,
+            ".resource_id \
+             AND v.kind = 'revocation')))"
+        )
+    };
+}
+
 /// The bulk replay's filter: ?1 type, ?2 resource, ?3 status, ?4 received at or after,
 /// ?5 received before (ISO-8601, normalised by SQLite to the stored form).
 macro_rules! replay_filter {
@@ -152,6 +172,7 @@ macro_rules! replay_filter {
     };
 }
 
+mod audit;
 mod deliveries;
 mod operations;
 mod outbox;
@@ -159,6 +180,7 @@ mod reconciliation;
 mod resources;
 mod transition;
 
+pub use audit::*;
 pub use deliveries::*;
 pub use operations::*;
 pub use outbox::*;
@@ -234,6 +256,15 @@ pub static ALL: &[&Statement] = &[
     &LIST_ALERTS,
     &COUNT_REPLAY,
     &REPLAY_CHUNK,
+    &INSERT_AUDIT,
+    &AUDIT_TRANSITION,
+    &AUDIT_REPLAY,
+    &AUDIT_REDELIVER,
+    &AUDIT_ALERT_ACK,
+    &LIST_AUDIT,
+    &LIST_AUDIT_BY_ACTOR,
+    &LIST_AUDIT_BY_ACTION,
+    &LIST_AUDIT_BY_ACTOR_ACTION,
 ];
 
 /// The SQLite modifier for "`seconds` ago", as `CLAIM_UNPROCESSED` and `PAID_ON_RECORD` take it.
@@ -289,6 +320,7 @@ mod tests {
             license_code: Some("LIC"),
             delivery: Some("evt_1"),
             pull: false,
+            actor: None,
         };
         let b = transition_batch(&r);
         let names: Vec<&str> = b.iter().map(|x| x.statement.name).collect();

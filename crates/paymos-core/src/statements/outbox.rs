@@ -106,9 +106,9 @@ statement!(
        enqueued_at = CASE WHEN kind = 'fulfilment' AND order_ref IS NULL THEN NULL ELSE ",
     now!(),
     " END \
-     WHERE effect_id = ?1 AND dispatch <> 'cancelled' \
-       AND NOT (kind = 'fulfilment' AND EXISTS (SELECT 1 FROM effect v \
-         WHERE v.resource_id = effect.resource_id AND v.kind = 'revocation')) \
+     WHERE effect_id = ?1 AND NOT ",
+    redelivery_refused!("effect"),
+    " \
      RETURNING effect_id, (kind = 'fulfilment' AND order_ref IS NULL) AS awaiting_order_ref"
 );
 

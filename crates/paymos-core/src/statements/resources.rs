@@ -20,6 +20,6 @@ statement!(
 statement!(
     LOAD_HISTORY,
     ["resource_id"],
-    "SELECT to_status AS state, from_status AS \"from\", cause_kind, cause, at \
+    "SELECT to_status AS state, from_status AS \"from\", cause_kind, cause, at, actor \
      FROM resource_transition WHERE resource_id = ?1 ORDER BY id"
 );

@@ -69,10 +69,12 @@ statement!(
 
 statement!(
     INSERT_HISTORY,
-    ["id", "token", "cause_kind", "cause"],
-    // only if this attempt's write won: the token is this transaction's
-    "INSERT INTO resource_transition (resource_id, from_status, to_status, cause_kind, cause) \
-     SELECT id, previous_status, status, ?3, ?4 FROM resource \
+    ["id", "token", "cause_kind", "cause", "actor"],
+    // only if this attempt's write won: the token is this transaction's; `actor` names the
+    // operator of a manual transition (NULL otherwise)
+    "INSERT INTO resource_transition (resource_id, from_status, to_status, cause_kind, cause, \
+       actor) \
+     SELECT id, previous_status, status, ?3, ?4, ?5 FROM resource \
      WHERE id = ?1 AND transition_token = ?2"
 );
 
@@ -215,6 +217,9 @@ pub struct TransitionRequest<'a> {
     /// Pull mode (no `ORDER_SYSTEM_URL`): a pending effect with its order_ref is offered in
     /// the feed, so an order system may hold it without any attempt having been made.
     pub pull: bool,
+    /// The operator of a manual transition (CONTRACT §11: its history entry names them);
+    /// `None` for a delivery's or reconciliation's.
+    pub actor: Option<&'a str>,
 }
 
 /// The batch (one transaction) for one guarded transition; its last statement reads back
@@ -244,6 +249,7 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
         Arg::text(r.token),
         Arg::text(r.cause_kind.as_str()),
         Arg::text(r.cause),
+        Arg::opt(r.actor),
     ]));
     if let Some(e) = &p.effect {
         let from: Vec<&str> = e.from.iter().map(|s| s.as_str()).collect();

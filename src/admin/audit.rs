@@ -1,0 +1,15 @@
+//! `GET /audit` (CONTRACT §11: who did what, newest first).
+
+use crate::error::AppResult;
+use crate::sql;
+use paymos_core::admin::{AuditQuery, Page};
+use paymos_core::statements::AuditEntry;
+use worker::{Env, Response};
+
+/// Newest first, cursor-paged (the cursor is the last row's id), by actor and action.
+pub async fn list(env: &Env, q: &AuditQuery) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    let rows = sql::list_audit(&db, q).await?;
+    let page = Page::of(rows, q.limit, |r| r.id.to_string()).map(AuditEntry::from);
+    Ok(Response::from_json(&page)?)
+}
