@@ -5,7 +5,8 @@
 // filters and cursor paging past 100 rows, a resource's history and effects with their
 // dispatch state, a manual transition, redelivering a dead effect, replaying a dead delivery,
 // a bulk replay with its count and confirmation, reconciliation against a stub provider API,
-// escaping of hostile values, the security headers, phone width. Screenshots go to
+// the audit log of those writes (and a manual history entry's operator), escaping of hostile
+// values, the security headers, phone width. Screenshots go to
 // tests/artifacts/admin_page/ (git-ignored).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -429,7 +430,7 @@ test("sign-in: a wrong token is refused, the right one is kept in sessionStorage
   const order = await page.evaluate(() =>
     [...document.querySelectorAll("#app > section:not([hidden])")].map((s) => s.id),
   );
-  assert.deepEqual(order, ["health", "deliveries"], "health first, then the archive");
+  assert.deepEqual(order, ["health", "deliveries", "audit"], "health first, then the archive, then the audit log");
 });
 
 test("health: open alerts first with Ack, backlog, dead deliveries and effects, refusals, reconciliation, config", async () => {
@@ -609,6 +610,7 @@ test("a resource shows its state history and its effects with the license code",
   assert.deepEqual(history.map((h) => h[0]), ["confirming", "paid", "refunded"]);
   assert.deepEqual(history.map((h) => h[1]), ["(new)", "confirming", "paid"]);
   assert.match(history[1][2], /^event evt_/);
+  assert.deepEqual(history.map((h) => h[3]), ["—none", "—none", "—none"], "a delivery's entry names no operator");
 
   const effects = await w.db.prepare("SELECT kind, license_code, order_ref FROM effect WHERE resource_id = ? ORDER BY id").bind(seeded.refundInv).all();
   const fulfilment = effects.results.find((e) => e.kind === "fulfilment");
@@ -696,6 +698,7 @@ test("manual transition: the target from the kind's states, applied or refused b
   const history = await page.locator("#history-rows tr").last().textContent();
   assert.match(history, /^paidcreatedmanual /);
   assert.ok(history.includes(reason), "the reason in the history");
+  assert.equal(await page.locator('#history-rows tr:last-child td[data-label="By"]').textContent(), "token", "the manual entry names its operator");
   assert.equal(await effectRow("fulfilment").locator('td[data-label="Order ref"]').textContent(), "order_manual_1");
   assert.match(await effectRow("fulfilment").locator('td[data-label="License code"]').textContent(), /\S{8,}/);
   assert.equal(await page.inputValue("#t-reason"), "", "the reason is cleared after an applied transition");
@@ -1042,6 +1045,52 @@ test("the admin API turned off while the page is open: the page says so, and com
   assert.equal(await page.evaluate(() => document.activeElement.id), "health-title");
 });
 
+test("the audit log lists the page's writes as the API does, newest first, filtered, hostile values as text", async () => {
+  // a write whose recorded fields hold markup (the reason): shown as text, never as markup
+  const hostileReason = `${HOSTILE} ${HOSTILE_ERROR}`;
+  const t = await admin(w.url, "POST", `/resources/${seeded.manualInv}/transition`, { to: "refunded", reason: hostileReason });
+  assert.equal(t.status, 200, t.text);
+  await page.click("#audit-refresh");
+  await page.waitForFunction(() => !document.getElementById("audit-table").hasAttribute("aria-busy"));
+  const api = (await admin(w.url, "GET", "/audit?limit=50")).json.data;
+  assert.ok(api.length >= 5, `${api.length} rows`);
+  const shown = await page.locator("#audit-rows tr[data-audit-id]").evaluateAll((trs) =>
+    trs.map((tr) => ({ id: Number(tr.dataset.auditId), action: tr.dataset.action, outcome: tr.dataset.outcome, actor: tr.querySelector('td[data-label="Actor"]').textContent })),
+  );
+  assert.deepEqual(shown, api.map((a) => ({ id: a.id, action: a.action, outcome: a.outcome, actor: a.actor })));
+  // the page's own writes are there: its transitions (applied and refused), redelivery, replay, reconciliation, bulk replay
+  const actions = new Set(api.map((a) => a.action));
+  for (const a of ["transition", "redeliver", "replay", "reconcile", "bulk_replay"]) assert.ok(actions.has(a), `${a} in ${[...actions]}`);
+  assert.ok(api.some((a) => a.action === "transition" && a.outcome === "refused"), "the guard's refusal is recorded");
+  const top = page.locator("#audit-rows tr").first();
+  assert.equal(await top.locator('td[data-label="Fields"]').textContent(), JSON.stringify({ reason: hostileReason, to: "refunded" }));
+  assert.equal(await top.locator('td[data-label="Target"]').textContent(), seeded.manualInv);
+  assert.equal(await page.locator("#audit-rows img, #audit-rows script").count(), 0);
+  assert.match(await page.locator("#audit-summary").textContent(), /^Rows 1–\d+, newest first/);
+  await page.evaluate(() => document.getElementById("audit-title").scrollIntoView());
+  await shot("desktop-audit.png");
+
+  // filtered by action, then by an actor no one is
+  await page.selectOption("#a-action", "transition");
+  await page.click("#audit-filters button[type=submit]");
+  await page.waitForFunction(() => !document.getElementById("audit-table").hasAttribute("aria-busy"));
+  const actionsShown = await page.locator("#audit-rows tr[data-audit-id]").evaluateAll((trs) => trs.map((t) => t.dataset.action));
+  assert.ok(actionsShown.length >= 2);
+  assert.deepEqual([...new Set(actionsShown)], ["transition"]);
+  assert.match(await page.locator("#audit-summary").textContent(), /filtered by action transition/);
+  await page.fill("#a-actor", "nobody@example.com");
+  await page.click("#audit-filters button[type=submit]");
+  await page.waitForFunction(() => !document.getElementById("audit-table").hasAttribute("aria-busy"));
+  assert.equal(await page.locator("#audit-rows").textContent(), "No writes recorded that match.");
+  await page.click("#audit-clear");
+  await page.waitForFunction(() => !document.getElementById("audit-table").hasAttribute("aria-busy"));
+  assert.equal(await page.locator("#audit-rows tr[data-audit-id]").count(), Math.min(api.length, 50));
+  // a resource target opens the resource
+  await page.locator('#audit-rows td[data-label="Target"] button').first().click();
+  await page.waitForSelector("#resource:not([hidden])");
+  await page.click("#resource-close");
+});
+
 test("keyboard focus is visible", async () => {
   await page.focus("#refresh");
   await page.keyboard.press("Tab");
@@ -1152,6 +1201,12 @@ test("behind Cloudflare Access (the CF_Authorization cookie) the page opens with
     await accessPage.waitForSelector("#bulk-confirm:not([hidden])");
     assert.ok(statuses.some(([p, status]) => p === "/admin/api/deliveries/replay" && status === 200), JSON.stringify(statuses));
     await accessPage.click("#bulk-cancel");
+    // the audit log names the Access operator, on the page as in the API
+    const recorded = (await admin(behind.url, "GET", "/audit?limit=1")).json.data[0];
+    assert.deepEqual([recorded.actor, recorded.action, recorded.outcome], [EMAIL, "bulk_replay", "dry_run"]);
+    await accessPage.click("#audit-refresh");
+    await accessPage.waitForFunction(() => document.querySelector("#audit-rows tr[data-audit-id]"));
+    assert.equal(await accessPage.locator('#audit-rows tr:first-child td[data-label="Actor"]').textContent(), EMAIL);
 
     // an expired Access session: the page says so and offers the token
     await accessContext.clearCookies();

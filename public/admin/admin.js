@@ -1,7 +1,7 @@
 // The operators' page: a static file (Workers Static Assets) and a small client of /admin/api.
 // It opens on health (alerts, backlog, dead deliveries and effects, refusals, reconciliation),
-// then the delivery archive; a resource shows its history, its effects with their dispatch
-// state and a manual transition. Every value from the API reaches the page through textContent
+// then the delivery archive and the audit log; a resource shows its history (a manual entry
+// with its operator), its effects with their dispatch state and a manual transition. Every value from the API reaches the page through textContent
 // or an attribute set with setAttribute, never as markup.
 "use strict";
 (function () {
@@ -275,7 +275,7 @@
   /** After sign-in (or a reload with the token): health first, the archive under it. */
   function openApp(focus) {
     if (focus) $("health-title").focus();
-    return Promise.all([loadHealth(), loadDeliveries()]);
+    return Promise.all([loadHealth(), loadDeliveries(), loadAudit()]);
   }
 
   function signOut(message) {
@@ -286,6 +286,9 @@
     health.seq++;
     bulk.stop = true;
     $("delivery-rows").replaceChildren();
+    audit.seq++;
+    $("audit-rows").replaceChildren();
+    $("audit-summary").textContent = "";
     $("alert-rows").replaceChildren();
     $("tiles").replaceChildren();
     $("dead-effect-rows").replaceChildren();
@@ -634,10 +637,12 @@
                 " ",
                 h.cause_kind === "event" ? el("code", {}, String(h.cause)) : String(h.cause),
               ),
+              // a manual entry names its operator (the audit log's actor)
+              td("By", { class: "actor" }, h.actor ? String(h.actor) : dash()),
               td("Time", null, time(h.at)),
             ),
           )
-        : [emptyRow(4, "No transitions recorded.")]),
+        : [emptyRow(5, "No transitions recorded.")]),
     );
     $("effect-rows").replaceChildren(...(effects.length ? effects.map(effectRow) : [emptyRow(9, "No effects.")]));
     setupTransition(kind, state.resourceStatus);
@@ -653,7 +658,7 @@
     $("resource-facts").replaceChildren(
       ...fact("Status", "no state recorded (not processed yet, or only unknown event types)"),
     );
-    $("history-rows").replaceChildren(emptyRow(4, "No transitions recorded."));
+    $("history-rows").replaceChildren(emptyRow(5, "No transitions recorded."));
     $("effect-rows").replaceChildren(emptyRow(9, "No effects."));
     setupTransition(kind, null);
   }
@@ -1378,6 +1383,93 @@
     await Promise.all([loadDeliveries(), loadHealth()]);
   }
 
+  // ---- the audit log: newest first, cursor paging with a stack for "newer" ----
+
+  const audit = { filters: { actor: "", action: "" }, cursor: null, offset: 0, stack: [], next: null, shown: 0, seq: 0 };
+  const AUDIT_PAGE = "50";
+  const OUTCOME_CLASS = { applied: "ok", replayed: "ok", redelivered: "ok", acknowledged: "ok", ok: "ok", dry_run: "info", running: "info", refused: "warn", findings: "warn", truncated: "warn", not_found: "warn", conflict: "warn", failed: "error" };
+
+  function readAuditFilters() {
+    audit.filters = { actor: $("a-actor").value.trim(), action: $("a-action").value };
+    audit.cursor = null;
+    audit.offset = 0;
+    audit.stack = [];
+  }
+
+  function auditTarget(target) {
+    if (target === null || target === undefined) return dash();
+    const id = String(target);
+    // a resource opens its view; other ids (evt_, eff_, alt_) are shown as they are
+    if (/^(inv_|wdr_|pcd_)[A-Za-z0-9]{1,64}$/.test(id)) return resourceButton(id);
+    return el("code", {}, id);
+  }
+
+  function auditRow(a) {
+    const fields = a.detail && typeof a.detail === "object" ? a.detail : {};
+    const shown = Object.keys(fields).length ? el("code", { class: "audit-detail" }, JSON.stringify(fields)) : dash();
+    const outcome = String(a.outcome);
+    return el(
+      "tr",
+      { "data-audit-id": String(a.id), "data-action": String(a.action), "data-outcome": outcome },
+      td("Time", null, time(a.at)),
+      td("Actor", { class: "actor" }, String(a.actor)),
+      td("Action", null, String(a.action).replace("_", " ")),
+      td("Target", { class: "id" }, auditTarget(a.target)),
+      td("Outcome", null, el("span", { class: `badge badge-outcome-${OUTCOME_CLASS[outcome] || "info"}` }, outcome.replace("_", " "))),
+      td("Fields", null, shown),
+    );
+  }
+
+  async function loadAudit() {
+    const seq = ++audit.seq;
+    const q = new URLSearchParams();
+    for (const k of ["actor", "action"]) if (audit.filters[k]) q.set(k, audit.filters[k]);
+    q.set("limit", AUDIT_PAGE);
+    if (audit.cursor) q.set("cursor", audit.cursor);
+    const table = $("audit-table");
+    table.setAttribute("aria-busy", "true");
+    $("audit-older").disabled = true;
+    $("audit-newer").disabled = true;
+    try {
+      const { data } = await api("GET", `/audit?${q}`);
+      if (seq !== audit.seq) return;
+      const rows = Array.isArray(data && data.data) ? data.data : [];
+      audit.next = data.has_more && data.next_cursor ? data.next_cursor : null;
+      audit.shown = rows.length;
+      $("audit-rows").replaceChildren(...(rows.length ? rows.map(auditRow) : [emptyRow(6, "No writes recorded that match.")]));
+      $("audit-page-label").textContent = `Page ${audit.stack.length + 1}`;
+      const f = [audit.filters.actor && `actor ${audit.filters.actor}`, audit.filters.action && `action ${audit.filters.action}`].filter(Boolean);
+      const by = f.length ? ` · filtered by ${f.join(", ")}` : "";
+      $("audit-summary").textContent =
+        rows.length === 0 ? `No rows${by}.` : `Rows ${audit.offset + 1}–${audit.offset + rows.length}, newest first${by}${audit.next ? " · older rows follow" : " · end of log"}.`;
+      $("audit-newer").disabled = audit.stack.length === 0;
+      $("audit-older").disabled = !audit.next;
+    } catch (e) {
+      if (seq !== audit.seq || e.status === 401) return;
+      $("audit-newer").disabled = audit.stack.length === 0;
+      if (e.status === 400) $("audit-summary").textContent = `Not a filter the log takes: ${e.describe()}`;
+      else errorNotice("Loading the audit log", e);
+    } finally {
+      if (seq === audit.seq) table.removeAttribute("aria-busy");
+    }
+  }
+
+  function auditOlder() {
+    if (!audit.next) return;
+    audit.stack.push({ cursor: audit.cursor, offset: audit.offset });
+    audit.offset += audit.shown;
+    audit.cursor = audit.next;
+    return loadAudit();
+  }
+
+  function auditNewer() {
+    const prev = audit.stack.pop();
+    if (!prev) return;
+    audit.cursor = prev.cursor;
+    audit.offset = prev.offset;
+    return loadAudit();
+  }
+
   // ---- wiring ----
 
   $("sign-in-form").addEventListener("submit", signIn);
@@ -1400,6 +1492,20 @@
     loadDeliveries();
   });
   $("refresh").addEventListener("click", () => loadDeliveries());
+  $("audit-filters").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    readAuditFilters();
+    loadAudit();
+  });
+  $("audit-clear").addEventListener("click", () => {
+    $("a-actor").value = "";
+    $("a-action").value = "";
+    readAuditFilters();
+    loadAudit();
+  });
+  $("audit-refresh").addEventListener("click", () => loadAudit());
+  $("audit-older").addEventListener("click", auditOlder);
+  $("audit-newer").addEventListener("click", auditNewer);
   $("older").addEventListener("click", older);
   $("newer").addEventListener("click", newer);
   $("reconcile").addEventListener("click", reconcile);
