@@ -71,6 +71,7 @@ async fn apply(
         Command::AckAlert { alert_id } => alerts::ack(env, &alert_id, &written(record)?).await,
         Command::WhoAmI => crate::access::whoami(actor),
         Command::ListAudit(q) => audit::list(env, &q).await,
+        Command::OpenApi => audit::openapi(),
     }
 }
 

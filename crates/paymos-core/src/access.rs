@@ -92,7 +92,7 @@ impl AccessError {
         }
     }
 
-    /// A `kid` not among the team's keys, said as [`shown`] says what the sender chose.
+    /// A `kid` not among the team's keys, said as `shown` says what the sender chose.
     pub fn key_unknown(kid: &str) -> Self {
         AccessError::KeyUnknown(shown(kid))
     }

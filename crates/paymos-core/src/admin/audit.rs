@@ -139,7 +139,8 @@ impl Record {
             | Command::Metrics { .. }
             | Command::ListAlerts
             | Command::WhoAmI
-            | Command::ListAudit(_) => return None,
+            | Command::ListAudit(_)
+            | Command::OpenApi => return None,
         };
         Some(Record {
             actor: actor.to_string(),

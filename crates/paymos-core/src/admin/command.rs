@@ -52,6 +52,8 @@ pub enum Command {
     WhoAmI,
     /// `GET /audit`: the audit log, newest first (CONTRACT §11).
     ListAudit(AuditQuery),
+    /// `GET /openapi.json`: the admin API's OpenAPI 3.1 document (CONTRACT §12).
+    OpenApi,
 }
 
 /// A delivery status filter: `received`, `processed`, or an outcome (the statement reads it).
@@ -264,6 +266,7 @@ impl Command {
             Operation::AckAlert => Command::AckAlert { alert_id: id() },
             Operation::WhoAmI => Command::WhoAmI,
             Operation::ListAudit => Command::ListAudit(audit_query(query)?),
+            Operation::OpenApi => Command::OpenApi,
         })
     }
 
@@ -285,6 +288,7 @@ impl Command {
             Command::AckAlert { .. } => Operation::AckAlert,
             Command::WhoAmI => Operation::WhoAmI,
             Command::ListAudit(_) => Operation::ListAudit,
+            Command::OpenApi => Operation::OpenApi,
         }
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod audit;
 mod command;
+pub mod openapi;
 pub mod paging;
 pub mod routes;
 

@@ -1,7 +1,7 @@
 //! The admin API's endpoints as data: the single list of them. The router resolves every
-//! request through [`ROUTES`] (which endpoint, or 404, or 405 and its `Allow`), and an
-//! OpenAPI document can be generated from it or checked against it: each route's path is
-//! written as an OpenAPI path template, relative to `/admin/api`.
+//! request through [`ROUTES`] (which endpoint, or 404, or 405 and its `Allow`), and the
+//! OpenAPI document beside it (`openapi.json`, see [`super::openapi`]) is checked against it:
+//! each route's path is written as an OpenAPI path template, relative to `/admin/api`.
 
 use super::{CommandError, Method};
 
@@ -39,6 +39,8 @@ operations! {
     WhoAmI,
     /// The audit log (CONTRACT §11).
     ListAudit,
+    /// This API's OpenAPI document (CONTRACT §12).
+    OpenApi,
 }
 
 /// Whether a route reads a JSON request body.
@@ -167,6 +169,13 @@ pub const ROUTES: &[Route] = &[
     ),
     route(Get, "/whoami", "whoAmI", Operation::WhoAmI, B::None),
     route(Get, "/audit", "listAudit", Operation::ListAudit, B::None),
+    route(
+        Get,
+        "/openapi.json",
+        "getOpenApi",
+        Operation::OpenApi,
+        B::None,
+    ),
 ];
 
 impl Route {
@@ -287,8 +296,13 @@ mod tests {
                 let param = s.starts_with('{') || s.ends_with('}');
                 let name = s.trim_start_matches('{').trim_end_matches('}');
                 assert!(!param || (s.starts_with('{') && s.ends_with('}')), "{s}");
+                // a literal segment may also hold a dot (`openapi.json`), a parameter not
+                let dot = |b: u8| b == b'.' && !param;
                 assert!(
-                    !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                    !name.is_empty()
+                        && name
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b == b'_' || dot(b)),
                     "{s}"
                 );
             }
@@ -327,6 +341,9 @@ mod tests {
             ("POST", "whoami", not_allowed("GET")),
             ("GET", "audit", Ok(O::ListAudit)),
             ("POST", "audit", not_allowed("GET")),
+            ("GET", "openapi.json", Ok(O::OpenApi)),
+            ("POST", "openapi.json", not_allowed("GET")),
+            ("GET", "openapi", Err(CommandError::NotFound)),
             ("DELETE", "deliveries", not_allowed("GET")),
             ("POST", "deliveries", not_allowed("GET")),
             ("HEAD", "deliveries", not_allowed("GET")),

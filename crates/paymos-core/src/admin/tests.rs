@@ -159,6 +159,7 @@ fn samples() -> Vec<(&'static str, &'static str, &'static str, Command)> {
             "",
             Command::ListAudit(AuditQuery::default()),
         ),
+        ("GET", "openapi.json", "", Command::OpenApi),
     ]
 }
 
