@@ -155,8 +155,10 @@ fn bearer(header: &str, expected: &str) -> bool {
     !presented.is_empty() && token_matches(presented, expected)
 }
 
+/// Any method but GET and HEAD, by its token as sent (workers-rs's `Method` reads a method it
+/// does not know as GET).
 fn is_write(req: &Request) -> bool {
-    !matches!(req.method(), Method::Get | Method::Head)
+    !matches!(req.inner().method().as_str(), "GET" | "HEAD")
 }
 
 /// Admits an admin request, or answers why not: 404 with the surface off, 401 (or 503 for

@@ -198,6 +198,31 @@ test("the bearer token keeps working beside Access, and decides when it is sent"
   assert.equal(post.headers.get("allow"), "GET");
 });
 
+test("a method the API does not know is 405 with the path's methods, never read as GET; by the cookie it is a write", async () => {
+  const bearer = { authorization: `Bearer ${ADMIN_TOKEN}` };
+  for (const [method, p, allow] of [
+    ["QUERY", "/deliveries", "GET"],
+    ["PURGE", "/whoami", "GET"],
+    ["QUERY", "/audit", "GET"],
+    // the bulk replay's own path, not the delivery "replay" (OpenAPI: a concrete path first)
+    ["PURGE", "/deliveries/replay", "POST"],
+    ["GET", "/deliveries/replay", "POST"],
+    ["PUT", "/reconcile", "GET, POST"],
+  ]) {
+    const r = await call(p, { method, headers: bearer });
+    assert.equal(r.status, 405, `${method} ${p}: ${r.text}`);
+    assert.equal(r.headers.get("allow"), allow, `${method} ${p}`);
+    assert.equal(r.json.error, "method_not_allowed");
+  }
+  // any method but GET and HEAD is a write: by the cookie, it needs the same origin first
+  const jwt = await valid();
+  const cross = await call("/deliveries", { jwt, via: "cookie", method: "QUERY", headers: { "sec-fetch-site": "cross-site" } });
+  assert.equal(cross.status, 403, cross.text);
+  assert.equal(cross.json.error, "cross_site_request");
+  const same = await call("/deliveries", { jwt, via: "cookie", method: "QUERY", headers: { "sec-fetch-site": "same-origin" } });
+  assert.equal(same.status, 405);
+});
+
 test("Access alone turns the admin surface on; keys that cannot be read are 503 within the timeout, then recover", async () => {
   const own = await startJwksStub([await newKey()]);
   own.mode = "hang";

@@ -84,9 +84,8 @@ const fn route(
 use Method::{Get, Post};
 use RequestBody as B;
 
-/// Every admin endpoint. The order matters where two templates match the same path:
-/// `/deliveries/replay` is also `/deliveries/{event_id}`. A request takes the first route
-/// whose template and method match; see [`resolve`] for the `Allow` of a 405.
+/// Every admin endpoint. Where two templates match the same path (`/deliveries/replay` is
+/// also `/deliveries/{event_id}`), the concrete one is the path's: see [`resolve`].
 pub const ROUTES: &[Route] = &[
     route(
         Get,
@@ -230,35 +229,43 @@ pub fn segments(path: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The route of `method` on `path` (after `/admin/api`, not percent-decoded): the first in
-/// [`ROUTES`] whose template and method match. When a template matches but not the method,
-/// 405 with the methods of the first matching template's routes (so that other methods on
-/// `/deliveries/replay` are told `GET`, as `/deliveries/{event_id}` answers, which they
-/// have always been); when no template matches, 404. `method` is the request's (upper-case)
-/// method token; one the API does not know is never allowed.
+/// The route of `method` on `path` (after `/admin/api`, not percent-decoded), matched as
+/// OpenAPI matches paths (the document, `openapi.json`, is this table): a concrete template
+/// before a templated one, so of the templates that match the path only those with the
+/// fewest parameters count (`/deliveries/replay` is the bulk replay's path, never the
+/// delivery `{event_id}` "replay": another method on it is 405 `Allow: POST`). Of their
+/// routes, the one of `method`; none: 405 with all their methods (RFC 9110 §15.5.6); no
+/// template matches: 404. `method` is the request's method token as sent; one the API does
+/// not know is never allowed.
+///
+/// (Until Schemathesis' allow_header_conformance check found it, the first matching template
+/// decided alone, and `GET /deliveries/replay` read the delivery "replay", a 404.)
 pub fn resolve<'a>(method: &str, path: &'a str) -> Result<Resolved<'a>, CommandError> {
     let segments = segments(path);
     let method = Method::from_token(method);
-    let mut first_template: Option<&'static str> = None;
-    for route in ROUTES {
-        let Some(params) = route.matches(&segments) else {
-            continue;
-        };
+    let matching: Vec<(&'static Route, Vec<&'a str>)> = ROUTES
+        .iter()
+        .filter_map(|r| r.matches(&segments).map(|params| (r, params)))
+        .collect();
+    let fewest = matching.iter().map(|(_, p)| p.len()).min();
+    let concrete = matching
+        .into_iter()
+        .filter(|(_, p)| Some(p.len()) == fewest);
+    let (mut get, mut post) = (false, false);
+    for (route, params) in concrete {
         if Some(route.method) == method {
             return Ok(Resolved { route, params });
         }
-        first_template.get_or_insert(route.path);
+        match route.method {
+            Get => get = true,
+            Post => post = true,
+        }
     }
-    let Some(template) = first_template else {
-        return Err(CommandError::NotFound);
-    };
-    let allowed = |m: Method| ROUTES.iter().any(|r| r.path == template && r.method == m);
-    Err(CommandError::MethodNotAllowed {
-        allow: match (allowed(Get), allowed(Post)) {
-            (true, true) => "GET, POST",
-            (false, true) => "POST",
-            _ => "GET",
-        },
+    Err(match (get, post) {
+        (false, false) => CommandError::NotFound,
+        (true, true) => CommandError::MethodNotAllowed { allow: "GET, POST" },
+        (false, true) => CommandError::MethodNotAllowed { allow: "POST" },
+        (true, false) => CommandError::MethodNotAllowed { allow: "GET" },
     })
 }
 
@@ -311,7 +318,8 @@ mod tests {
     }
 
     /// Every answer the router gives, method by path, as the admin API answered before the
-    /// route table: `Ok(operation)`, 404, or 405 and its Allow.
+    /// route table (but for other methods on `/deliveries/replay`: see [`resolve`]):
+    /// `Ok(operation)`, 404, or 405 and its Allow.
     #[test]
     fn resolves_as_before() {
         use Operation as O;
@@ -323,7 +331,7 @@ mod tests {
             ("GET", "deliveries//", Ok(O::ListDeliveries)),
             ("GET", "deliveries/evt_1", Ok(O::GetDelivery)),
             ("GET", "deliveries//evt_1/", Ok(O::GetDelivery)),
-            ("GET", "deliveries/replay", Ok(O::GetDelivery)),
+            ("GET", "deliveries/replay", not_allowed("POST")),
             ("POST", "deliveries/evt_1/replay", Ok(O::ReplayDelivery)),
             ("POST", "deliveries/replay/replay", Ok(O::ReplayDelivery)),
             ("POST", "deliveries/replay", Ok(O::BulkReplay)),
@@ -348,7 +356,8 @@ mod tests {
             ("POST", "deliveries", not_allowed("GET")),
             ("HEAD", "deliveries", not_allowed("GET")),
             ("POST", "deliveries/evt_1", not_allowed("GET")),
-            ("PUT", "deliveries/replay", not_allowed("GET")),
+            ("PUT", "deliveries/replay", not_allowed("POST")),
+            ("OPTIONS", "deliveries/replay/", not_allowed("POST")),
             ("GET", "deliveries/evt_1/replay", not_allowed("POST")),
             ("POST", "resources/inv_1", not_allowed("GET")),
             ("GET", "resources/inv_1/transition", not_allowed("POST")),
