@@ -25,6 +25,8 @@ pub async fn now(env: &Env, full: bool, record: &Record) -> AppResult<Response> 
             report["ok"].as_bool().unwrap_or(false),
         ),
         Ok(None) => Outcome::Ok,
+        // another invocation walks a run (409)
+        Err(AppError::Conflict(..)) => Outcome::Conflict,
         Err(_) => Outcome::Failed,
     };
     let written = match sql::database(env) {

@@ -79,7 +79,7 @@ words! {
         Acknowledged = "acknowledged",
         /// A reconciliation that finished and found nothing wrong.
         Ok = "ok",
-        /// A reconciliation that finished with missing, doubled or unprocessed invoices.
+        /// A reconciliation that finished with missing invoices or doubled effects.
         Findings = "findings",
         /// A reconciliation cut short (the provider failed part-way, or a page did not move).
         Truncated = "truncated",
@@ -87,7 +87,8 @@ words! {
         Running = "running",
         /// 404: the target does not exist.
         NotFound = "not_found",
-        /// 409: the target's state refuses the call (a cancelled effect, a resolved alert).
+        /// 409: the target's state refuses the call (a cancelled effect, a resolved alert, a
+        /// reconciliation another invocation is walking).
         Conflict = "conflict",
         /// The call failed after it was admitted (reconciliation not configured, the
         /// provider unreachable).
