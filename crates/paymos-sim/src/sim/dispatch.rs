@@ -973,7 +973,12 @@ impl Sim<'_> {
                         Fault::At(_) => Fault::Before,
                         f => f,
                     };
-                    match self.db.run(&b, fault).result.and_then(|r| r[0].to::<Claimed>()) {
+                    match self
+                        .db
+                        .run(&b, fault)
+                        .result
+                        .and_then(|r| r[0].to::<Claimed>())
+                    {
                         Ok(rows) => {
                             self.fx.stats.claimed += rows.len();
                             chunks.claimed(rows);
