@@ -266,7 +266,10 @@ fn wait_seen(seen: &(Mutex<Seen>, Condvar), resource_id: &str, until: Instant) -
     }
 }
 
-pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
+/// Refuses what cannot run, in this order (the first problem is the one reported); for
+/// `--mode e2e` watched through the admin API, checks the admin token first. The run's
+/// (duration, request cap).
+fn validate(o: &LoadOptions) -> Result<(Duration, usize), CliError> {
     if o.concurrency == 0 || o.concurrency > 1024 {
         return Err(CliError::usage("--concurrency must be 1 to 1024"));
     }
@@ -288,217 +291,292 @@ pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
             "--rate must be a positive number of requests per second",
         ));
     }
-    let seen: Arc<(Mutex<Seen>, Condvar)> = Arc::default();
-    let watcher_stop = Arc::new(AtomicBool::new(false));
-    let watcher = o.orders_url.as_ref().map(|u| {
-        watch_orders(
-            u.trim_end_matches('/').to_string(),
-            seen.clone(),
-            watcher_stop.clone(),
-        )
-    });
-    let pool = Arc::new(match o.mode {
-        Mode::New | Mode::E2e => prepare(&o.secret, cap)?,
-        Mode::Duplicate => prepare(&o.secret, 1)?,
-    });
-    if o.mode == Mode::Duplicate {
-        // priming send: afterwards every copy is a duplicate
-        let p = &pool[0];
+    Ok((duration, cap))
+}
+
+/// Duplicate mode's priming send: once the one event is stored, every copy is a duplicate.
+fn prime(url: &str, p: &Prepared) -> Result<(), CliError> {
+    let r = http::post_signed(
+        &http::agent(Duration::from_secs(10)),
+        url,
+        &p.event_id,
+        &p.body,
+        &p.signature,
+        None,
+        None,
+    )?;
+    if !r.is_success() {
+        return Err(CliError::Failed(format!(
+            "the priming delivery was answered {}: {}",
+            r.status,
+            http::short(&r.text)
+        )));
+    }
+    Ok(())
+}
+
+/// The line on stderr before the clock starts (text output only).
+fn announce(o: &LoadOptions, duration: Duration, cap: usize) {
+    eprintln!(
+        "load: mode {}, {} threads, up to {} s{} against {}",
+        o.mode.as_str(),
+        o.concurrency,
+        duration.as_secs(),
+        if cap == usize::MAX {
+            String::new()
+        } else {
+            format!(" or {cap} requests")
+        },
+        o.webhook_url
+    );
+}
+
+/// What every connection shares: the settings, the pre-signed requests, the next request's
+/// index, the stop flag and the order-system watcher's sightings.
+struct LoadRun {
+    url: String,
+    mode: Mode,
+    admin: Option<Admin>,
+    effect_timeout: Duration,
+    /// e2e: effects are watched at the order system (`--orders-url`), not the admin API.
+    watching: bool,
+    open_loop: bool,
+    rate: Option<f64>,
+    pool: Vec<Prepared>,
+    next: AtomicUsize,
+    stop: AtomicBool,
+    seen: Arc<(Mutex<Seen>, Condvar)>,
+    start: Instant,
+    deadline: Instant,
+    cap: usize,
+}
+
+impl LoadRun {
+    /// The clock starts here: the deadline is `duration` from now.
+    fn new(
+        o: &LoadOptions,
+        pool: Vec<Prepared>,
+        seen: Arc<(Mutex<Seen>, Condvar)>,
+        duration: Duration,
+        cap: usize,
+    ) -> Self {
+        let start = Instant::now();
+        LoadRun {
+            url: o.webhook_url.clone(),
+            mode: o.mode,
+            admin: o.admin.clone(),
+            effect_timeout: o.effect_timeout,
+            watching: o.orders_url.is_some(),
+            open_loop: o.open_loop,
+            rate: o.rate,
+            pool,
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            seen,
+            start,
+            deadline: start + duration,
+            cap,
+        }
+    }
+
+    /// The index of the next request to send, once it is due under `--rate`; `None` when the
+    /// run is over (stopped, past the deadline, the cap reached, or due after the deadline).
+    fn next_request(&self) -> Option<usize> {
+        if self.stop.load(Ordering::Relaxed) || Instant::now() >= self.deadline {
+            return None;
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        if i >= self.cap {
+            return None;
+        }
+        if let Some(rate) = self.rate {
+            let due = self.start + Duration::from_secs_f64(i as f64 / rate);
+            if due >= self.deadline {
+                return None;
+            }
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                thread::sleep(wait);
+            }
+        }
+        Some(i)
+    }
+
+    /// Request `i`'s pre-signed delivery (duplicate mode sends the one event every time).
+    fn prepared(&self, i: usize) -> &Prepared {
+        if self.mode == Mode::Duplicate {
+            &self.pool[0]
+        } else {
+            &self.pool[i]
+        }
+    }
+}
+
+impl ThreadStats {
+    /// Counts a reply; false when it was not a 2xx (then no effect is followed).
+    fn record_reply(&mut self, r: &http::Reply, t0: Instant) -> bool {
+        self.latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
+        *self.statuses.entry(r.status).or_default() += 1;
+        if !r.is_success() {
+            self.non_2xx += 1;
+            self.first_error
+                .get_or_insert_with(|| format!("{} {}", r.status, http::short(&r.text)));
+            return false;
+        }
+        match r.duplicate() {
+            Some(false) => self.duplicate_false += 1,
+            Some(true) => self.duplicate_true += 1,
+            None => {}
+        }
+        true
+    }
+
+    /// Counts a request that got no reply; after 100 failures and no reply at all, stops
+    /// every connection instead of spinning.
+    fn record_transport_error(&mut self, e: &http::TransportError, stop: &AtomicBool) {
+        self.errors += 1;
+        self.first_error.get_or_insert_with(|| e.to_string());
+        if self.errors >= 100 && self.errors == self.requests {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// An effect seen at the order system at `seen` (its POST started at `t0`), or not within
+    /// the timeout.
+    fn record_sighting(&mut self, seen: Option<Instant>, t0: Instant) {
+        match seen {
+            Some(at) => {
+                self.effect_latencies
+                    .push(at.duration_since(t0).as_secs_f64() * 1000.0);
+                self.last_effect = self.last_effect.max(Some(at));
+            }
+            None => self.effects_timed_out += 1,
+        }
+    }
+
+    /// Adds another connection's counts (the first error kept is the earliest thread's).
+    fn absorb(&mut self, s: ThreadStats) {
+        self.latencies.extend(s.latencies);
+        self.effect_latencies.extend(s.effect_latencies);
+        self.requests += s.requests;
+        self.errors += s.errors;
+        self.non_2xx += s.non_2xx;
+        self.duplicate_false += s.duplicate_false;
+        self.duplicate_true += s.duplicate_true;
+        self.effects_timed_out += s.effects_timed_out;
+        self.last_effect = self.last_effect.max(s.last_effect);
+        if self.first_error.is_none() {
+            self.first_error = s.first_error;
+        }
+        for (k, v) in s.statuses {
+            *self.statuses.entry(k).or_default() += v;
+        }
+    }
+}
+
+/// e2e through the admin API: polls the invoice every 20 ms until its fulfilment is recorded
+/// or `timeout` passes; the POST→effect latency in ms (from `t0`) when it was.
+fn poll_fulfilment(
+    admin: &Admin,
+    resource_id: &str,
+    t0: Instant,
+    timeout: Duration,
+) -> Option<f64> {
+    let until = Instant::now() + timeout;
+    loop {
+        if has_fulfilment(admin, resource_id) {
+            return Some(t0.elapsed().as_secs_f64() * 1000.0);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// e2e, after a 2xx for request `i` (POST started at `t0`): waits for its invoice's effect,
+/// or, open loop, notes it in `posted` to look up once everything is sent.
+fn follow_effect(
+    run: &LoadRun,
+    i: usize,
+    t0: Instant,
+    st: &mut ThreadStats,
+    posted: &mut Vec<(usize, Instant)>,
+) {
+    let resource_id = &run.prepared(i).resource_id;
+    if run.watching {
+        if run.open_loop {
+            posted.push((i, t0));
+        } else {
+            let seen = wait_seen(&run.seen, resource_id, Instant::now() + run.effect_timeout);
+            st.record_sighting(seen, t0);
+        }
+    } else {
+        let admin = run.admin.as_ref().expect("checked above");
+        match poll_fulfilment(admin, resource_id, t0, run.effect_timeout) {
+            Some(ms) => st.effect_latencies.push(ms),
+            None => st.effects_timed_out += 1,
+        }
+    }
+}
+
+/// One connection: its own keep-alive agent, sending back to back until the run is over;
+/// open loop, then each invoice's effect, within one timeout from when sending stopped.
+fn connection(run: &LoadRun) -> ThreadStats {
+    let agent = http::agent(Duration::from_secs(10));
+    let mut st = ThreadStats::default();
+    // open loop: (request, POST start) to look up once everything is sent
+    let mut posted: Vec<(usize, Instant)> = Vec::new();
+    while let Some(i) = run.next_request() {
+        let p = run.prepared(i);
+        let t0 = Instant::now();
         let r = http::post_signed(
-            &http::agent(Duration::from_secs(10)),
-            &o.webhook_url,
+            &agent,
+            &run.url,
             &p.event_id,
             &p.body,
             &p.signature,
             None,
             None,
-        )?;
-        if !r.is_success() {
-            return Err(CliError::Failed(format!(
-                "the priming delivery was answered {}: {}",
-                r.status,
-                http::short(&r.text)
-            )));
-        }
-    }
-    if !o.json {
-        eprintln!(
-            "load: mode {}, {} threads, up to {} s{} against {}",
-            o.mode.as_str(),
-            o.concurrency,
-            duration.as_secs(),
-            if cap == usize::MAX {
-                String::new()
-            } else {
-                format!(" or {cap} requests")
-            },
-            o.webhook_url
         );
-    }
-    let next = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let start = Instant::now();
-    let deadline = start + duration;
-    let handles: Vec<_> = (0..o.concurrency)
-        .map(|_| {
-            let (pool, next, stop) = (pool.clone(), next.clone(), stop.clone());
-            let url = o.webhook_url.clone();
-            let (mode, admin, effect_timeout) = (o.mode, o.admin.clone(), o.effect_timeout);
-            let (seen, watching, open_loop) = (seen.clone(), o.orders_url.is_some(), o.open_loop);
-            let rate = o.rate;
-            thread::spawn(move || {
-                let agent = http::agent(Duration::from_secs(10));
-                let mut st = ThreadStats::default();
-                // open loop: (resource, POST start) to look up once everything is sent
-                let mut posted: Vec<(usize, Instant)> = Vec::new();
-                loop {
-                    if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
-                        break;
-                    }
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= cap {
-                        break;
-                    }
-                    if let Some(rate) = rate {
-                        let due = start + Duration::from_secs_f64(i as f64 / rate);
-                        if due >= deadline {
-                            break;
-                        }
-                        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                            thread::sleep(wait);
-                        }
-                    }
-                    let p = if mode == Mode::Duplicate {
-                        &pool[0]
-                    } else {
-                        &pool[i]
-                    };
-                    let t0 = Instant::now();
-                    let r = http::post_signed(
-                        &agent,
-                        &url,
-                        &p.event_id,
-                        &p.body,
-                        &p.signature,
-                        None,
-                        None,
-                    );
-                    st.requests += 1;
-                    match r {
-                        Ok(r) => {
-                            st.latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
-                            *st.statuses.entry(r.status).or_default() += 1;
-                            if !r.is_success() {
-                                st.non_2xx += 1;
-                                st.first_error.get_or_insert_with(|| {
-                                    format!("{} {}", r.status, http::short(&r.text))
-                                });
-                                continue;
-                            }
-                            match r.duplicate() {
-                                Some(false) => st.duplicate_false += 1,
-                                Some(true) => st.duplicate_true += 1,
-                                None => {}
-                            }
-                            if mode == Mode::E2e && watching {
-                                if open_loop {
-                                    posted.push((i, t0));
-                                } else {
-                                    match wait_seen(
-                                        &seen,
-                                        &p.resource_id,
-                                        Instant::now() + effect_timeout,
-                                    ) {
-                                        Some(at) => {
-                                            st.effect_latencies
-                                                .push(at.duration_since(t0).as_secs_f64() * 1000.0);
-                                            st.last_effect = st.last_effect.max(Some(at));
-                                        }
-                                        None => st.effects_timed_out += 1,
-                                    }
-                                }
-                            } else if mode == Mode::E2e {
-                                let admin = admin.as_ref().expect("checked above");
-                                let until = Instant::now() + effect_timeout;
-                                loop {
-                                    if has_fulfilment(admin, &p.resource_id) {
-                                        st.effect_latencies
-                                            .push(t0.elapsed().as_secs_f64() * 1000.0);
-                                        break;
-                                    }
-                                    if Instant::now() >= until {
-                                        st.effects_timed_out += 1;
-                                        break;
-                                    }
-                                    thread::sleep(Duration::from_millis(20));
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            st.errors += 1;
-                            st.first_error.get_or_insert_with(|| e.to_string());
-                            if st.errors >= 100 && st.errors == st.requests {
-                                // nothing is getting through: stop everyone instead of spinning
-                                stop.store(true, Ordering::Relaxed);
-                            }
-                        }
-                    }
+        st.requests += 1;
+        match r {
+            Ok(r) => {
+                if st.record_reply(&r, t0) && run.mode == Mode::E2e {
+                    follow_effect(run, i, t0, &mut st, &mut posted);
                 }
-                // open loop: everything is sent; now each invoice's effect, within the timeout
-                let until = Instant::now() + effect_timeout;
-                for (i, t0) in posted {
-                    match wait_seen(&seen, &pool[i].resource_id, until) {
-                        Some(at) => {
-                            st.effect_latencies
-                                .push(at.duration_since(t0).as_secs_f64() * 1000.0);
-                            st.last_effect = st.last_effect.max(Some(at));
-                        }
-                        None => st.effects_timed_out += 1,
-                    }
-                }
-                st
-            })
-        })
-        .collect();
-    let stats: Vec<ThreadStats> = handles
-        .into_iter()
-        .map(|h| h.join().expect("load thread"))
-        .collect();
-    let elapsed = start.elapsed().as_secs_f64();
-    watcher_stop.store(true, Ordering::Relaxed);
-    if let Some(w) = watcher {
-        let _ = w.join();
-    }
-    if let Some(e) = seen.0.lock().unwrap().error.clone() {
-        return Err(CliError::Failed(e));
-    }
-    let mut all = ThreadStats::default();
-    for s in stats {
-        all.latencies.extend(s.latencies);
-        all.effect_latencies.extend(s.effect_latencies);
-        all.requests += s.requests;
-        all.errors += s.errors;
-        all.non_2xx += s.non_2xx;
-        all.duplicate_false += s.duplicate_false;
-        all.duplicate_true += s.duplicate_true;
-        all.effects_timed_out += s.effects_timed_out;
-        all.last_effect = all.last_effect.max(s.last_effect);
-        if all.first_error.is_none() {
-            all.first_error = s.first_error;
-        }
-        for (k, v) in s.statuses {
-            *all.statuses.entry(k).or_default() += v;
+            }
+            Err(e) => st.record_transport_error(&e, &run.stop),
         }
     }
-    let e2e = o.mode == Mode::E2e;
-    let effects_per_second = match all.last_effect {
-        Some(last) if e2e && o.orders_url.is_some() && !all.effect_latencies.is_empty() => {
+    let until = Instant::now() + run.effect_timeout;
+    for (i, t0) in posted {
+        st.record_sighting(wait_seen(&run.seen, &run.pool[i].resource_id, until), t0);
+    }
+    st
+}
+
+/// e2e watched at the order system: effects seen ÷ seconds from the first POST to the last
+/// effect seen, to one decimal.
+fn effects_per_second(o: &LoadOptions, all: &ThreadStats, start: Instant) -> Option<f64> {
+    match all.last_effect {
+        Some(last)
+            if o.mode == Mode::E2e
+                && o.orders_url.is_some()
+                && !all.effect_latencies.is_empty() =>
+        {
             let secs = last.duration_since(start).as_secs_f64();
             (secs > 0.0).then(|| ((all.effect_latencies.len() as f64 / secs) * 10.0).round() / 10.0)
         }
         _ => None,
-    };
-    let report = LoadReport {
+    }
+}
+
+/// The report of a finished run: `all` merged over the connections, `elapsed` seconds from
+/// `start` until the last connection finished.
+fn report(o: &LoadOptions, all: ThreadStats, start: Instant, elapsed: f64) -> LoadReport {
+    let e2e = o.mode == Mode::E2e;
+    let effects_per_second = effects_per_second(o, &all, start);
+    LoadReport {
         mode: o.mode.as_str(),
         url: o.webhook_url.clone(),
         concurrency: o.concurrency,
@@ -535,19 +613,73 @@ pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
         effects_per_second,
         open_loop: e2e.then_some(o.open_loop),
         first_error: all.first_error,
+    }
+}
+
+/// `paymos load`: validates, pre-signs, primes (duplicate mode), runs `concurrency`
+/// connections, reports. Exit 0 unless every request failed.
+pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
+    let (duration, cap) = validate(o)?;
+    let seen: Arc<(Mutex<Seen>, Condvar)> = Arc::default();
+    let watcher_stop = Arc::new(AtomicBool::new(false));
+    let watcher = o.orders_url.as_ref().map(|u| {
+        watch_orders(
+            u.trim_end_matches('/').to_string(),
+            seen.clone(),
+            watcher_stop.clone(),
+        )
+    });
+    let pool = match o.mode {
+        Mode::New | Mode::E2e => prepare(&o.secret, cap)?,
+        Mode::Duplicate => prepare(&o.secret, 1)?,
     };
+    if o.mode == Mode::Duplicate {
+        prime(&o.webhook_url, &pool[0])?;
+    }
+    if !o.json {
+        announce(o, duration, cap);
+    }
+    let run = Arc::new(LoadRun::new(o, pool, seen.clone(), duration, cap));
+    let stats = run_connections(&run, o.concurrency);
+    let elapsed = run.start.elapsed().as_secs_f64();
+    watcher_stop.store(true, Ordering::Relaxed);
+    if let Some(w) = watcher {
+        let _ = w.join();
+    }
+    if let Some(e) = seen.0.lock().unwrap().error.clone() {
+        return Err(CliError::Failed(e));
+    }
+    let mut all = ThreadStats::default();
+    for s in stats {
+        all.absorb(s);
+    }
+    let report = report(o, all, run.start, elapsed);
     if o.json {
         println!("{}", serde_json::to_value(&report).unwrap_or(Value::Null));
     } else {
         print_report(&report);
     }
-    if all.errors > 0 && all.errors == all.requests {
+    if report.errors > 0 && report.errors == report.requests {
         return Err(CliError::Failed(format!(
             "every request failed: {}",
             report.first_error.clone().unwrap_or_default()
         )));
     }
     Ok(0)
+}
+
+/// `concurrency` connections, each on its own thread; their counts once all are done.
+fn run_connections(run: &Arc<LoadRun>, concurrency: usize) -> Vec<ThreadStats> {
+    let handles: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let run = run.clone();
+            thread::spawn(move || connection(&run))
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("load thread"))
+        .collect()
 }
 
 fn fmt_summary(s: &Option<LatencySummary>) -> String {
