@@ -257,11 +257,7 @@ fn target(e: &EventArgs) -> Result<(Target, EventSpec), CliError> {
     if let Some(old) = &e.rotate_with {
         secrets.push(secret_arg(old)?);
     }
-    let sandbox = e
-        .sandbox
-        .as_deref()
-        .map(|s| urls::parse("--sandbox", s).map(|u| urls::base(&u)))
-        .transpose()?;
+    let sandbox = optional_base("--sandbox", e.sandbox.as_deref())?;
     let spec = EventSpec {
         event_type: e.event_type.clone(),
         event_id: e.event_id.clone(),
@@ -291,126 +287,154 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             let (t, spec) = target(&a.event)?;
             deliver::deliver(&t, &spec, a.ladder, a.time_scale)
         }
-        Command::Check(a) => {
-            let to = urls::parse("--to", &a.to)?;
-            let sandbox = a
-                .sandbox
-                .as_deref()
-                .map(|s| urls::parse("--sandbox", s).map(|u| urls::base(&u)))
-                .transpose()?;
-            let orders = a
-                .orders
-                .as_deref()
-                .map(|s| urls::parse("--orders", s).map(|u| urls::base(&u)))
-                .transpose()?;
-            if a.timeout_seconds == 0 {
-                return Err(CliError::usage("--timeout-seconds must be at least 1"));
-            }
-            check::run(&CheckOptions {
-                webhook_url: urls::webhook_url(&to),
-                admin: Admin::new(urls::admin_base(&to), a.admin_token),
-                secret: secret_arg(&a.secret)?,
-                sandbox,
-                orders,
-                timeout: Duration::from_secs(a.timeout_seconds),
-                json: a.json,
-            })
-        }
-        Command::Sandbox(a) => {
-            if a.api_key.trim().is_empty() {
-                return Err(CliError::usage("--api-key is empty"));
-            }
-            let (server, url) = sandbox::bind(a.port)?;
-            println!("paymos sandbox listening on {url} (API key: {})", a.api_key);
-            println!("  GET  {url}/v1/invoices?status=paid&limit=100&starting_after=inv_…   (Authorization: Bearer <key>)");
-            println!("  POST {url}/sandbox/invoices   {{\"id\":\"inv_…\",\"order_ref\":\"…\",\"paid_at\":…}} or an array   (registers paid invoices)");
-            println!("  POST {url}/sandbox/control    {{\"stuck_cursor\":false,\"fail_after_pages\":null}}   (faults)");
-            let faults = sandbox::Faults {
-                stuck_cursor: a.stuck_cursor,
-                fail_after_pages: a.fail_after_pages,
-            };
-            if faults.stuck_cursor {
-                println!("  fault: stuck cursor (every page is the first, has_more:true)");
-            }
-            if let Some(n) = faults.fail_after_pages {
-                println!("  fault: list calls answer 500 after {n} pages");
-            }
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
-            sandbox::serve(server, a.api_key, faults, a.quiet);
-            Ok(0)
-        }
-        Command::Orders(a) => {
-            let secret = paymos_core::standard_webhooks::WebhookSecret::parse(&a.secret)
-                .map_err(|e| CliError::usage(format!("--secret: {e}")))?;
-            if !(0.0..=1.0).contains(&a.fail_rate) {
-                return Err(CliError::usage("--fail-rate must be between 0 and 1"));
-            }
-            if a.tolerance_seconds < 1 {
-                return Err(CliError::usage("--tolerance-seconds must be at least 1"));
-            }
-            let seed = a.seed.unwrap_or_else(|| {
-                let mut b = [0u8; 8];
-                getrandom::fill(&mut b).expect("the operating system's RNG is available");
-                u64::from_le_bytes(b)
-            });
-            let failures = orders::Failures {
-                fail_first: a.fail_first,
-                fail_rate: a.fail_rate,
-                hang: a.hang,
-            };
-            let (server, url) = orders::bind(a.port)?;
-            println!("paymos orders listening on {url} (seed {seed})");
-            println!("  POST {url}/   an effect, signed the Standard Webhooks way, Idempotency-Key = its id");
-            println!("  GET  {url}/received   what arrived;   POST {url}/control {{\"fail_first\":N,\"fail_rate\":F,\"hang\":bool}}");
-            if failures != orders::Failures::default() {
-                println!(
-                    "  failing: fail_first {}, fail_rate {}, hang {}",
-                    failures.fail_first, failures.fail_rate, failures.hang
-                );
-            }
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
-            let system = orders::OrderSystem::new(secret, a.tolerance_seconds, failures, seed);
-            orders::serve(
-                std::sync::Arc::new(server),
-                orders::Shared::new(system),
-                orders::Output {
-                    json: a.json,
-                    quiet: a.quiet,
-                },
-            );
-            Ok(0)
-        }
-        Command::Load(a) => {
-            let to = urls::parse("--to", &a.to)?;
-            if !urls::is_loopback(&to) {
-                return Err(CliError::usage(format!(
-                    "paymos load only targets loopback addresses (127.0.0.1, ::1, localhost), not {}: it is a benchmark tool, not a way to flood someone else's endpoint",
-                    to.host_str().unwrap_or("")
-                )));
-            }
-            let mode = match a.mode {
-                ModeArg::New => Mode::New,
-                ModeArg::Duplicate => Mode::Duplicate,
-                ModeArg::E2e => Mode::E2e,
-            };
-            load::run(&LoadOptions {
-                webhook_url: urls::webhook_url(&to),
-                mode,
-                concurrency: a.concurrency,
-                duration: a.duration_seconds,
-                requests: a.requests,
-                secret: secret_arg(&a.secret)?,
-                admin: a.admin_token.map(|t| Admin::new(urls::admin_base(&to), t)),
-                effect_timeout: Duration::from_secs(a.effect_timeout_seconds.max(1)),
-                orders_url: a.orders_url,
-                open_loop: a.open_loop,
-                rate: a.rate,
-                json: a.json,
-            })
-        }
+        Command::Check(a) => run_check(a),
+        Command::Sandbox(a) => run_sandbox(a),
+        Command::Orders(a) => run_orders(a),
+        Command::Load(a) => run_load(a),
     }
+}
+
+/// An optional URL flag (`--sandbox`, `--orders`), parsed and reduced to its base.
+fn optional_base(flag: &str, value: Option<&str>) -> Result<Option<String>, CliError> {
+    value
+        .map(|s| urls::parse(flag, s).map(|u| urls::base(&u)))
+        .transpose()
+}
+
+/// `paymos check`.
+fn run_check(a: CheckArgs) -> Result<i32, CliError> {
+    let to = urls::parse("--to", &a.to)?;
+    let sandbox = optional_base("--sandbox", a.sandbox.as_deref())?;
+    let orders = optional_base("--orders", a.orders.as_deref())?;
+    if a.timeout_seconds == 0 {
+        return Err(CliError::usage("--timeout-seconds must be at least 1"));
+    }
+    check::run(&CheckOptions {
+        webhook_url: urls::webhook_url(&to),
+        admin: Admin::new(urls::admin_base(&to), a.admin_token),
+        secret: secret_arg(&a.secret)?,
+        sandbox,
+        orders,
+        timeout: Duration::from_secs(a.timeout_seconds),
+        json: a.json,
+    })
+}
+
+/// `paymos sandbox`: serves until the process is stopped.
+fn run_sandbox(a: SandboxArgs) -> Result<i32, CliError> {
+    if a.api_key.trim().is_empty() {
+        return Err(CliError::usage("--api-key is empty"));
+    }
+    let (server, url) = sandbox::bind(a.port)?;
+    let faults = sandbox::Faults {
+        stuck_cursor: a.stuck_cursor,
+        fail_after_pages: a.fail_after_pages,
+    };
+    print_sandbox_banner(&url, &a.api_key, &faults);
+    sandbox::serve(server, a.api_key, faults, a.quiet);
+    Ok(0)
+}
+
+/// The sandbox's routes and faults on stdout, flushed (a test waits for the URL line).
+fn print_sandbox_banner(url: &str, api_key: &str, faults: &sandbox::Faults) {
+    println!("paymos sandbox listening on {url} (API key: {api_key})");
+    println!("  GET  {url}/v1/invoices?status=paid&limit=100&starting_after=inv_…   (Authorization: Bearer <key>)");
+    println!("  POST {url}/sandbox/invoices   {{\"id\":\"inv_…\",\"order_ref\":\"…\",\"paid_at\":…}} or an array   (registers paid invoices)");
+    println!("  POST {url}/sandbox/control    {{\"stuck_cursor\":false,\"fail_after_pages\":null}}   (faults)");
+    if faults.stuck_cursor {
+        println!("  fault: stuck cursor (every page is the first, has_more:true)");
+    }
+    if let Some(n) = faults.fail_after_pages {
+        println!("  fault: list calls answer 500 after {n} pages");
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+}
+
+/// `--seed`, or a random one (printed on start, so a run can be replayed).
+fn seed_or_random(seed: Option<u64>) -> u64 {
+    seed.unwrap_or_else(|| {
+        let mut b = [0u8; 8];
+        getrandom::fill(&mut b).expect("the operating system's RNG is available");
+        u64::from_le_bytes(b)
+    })
+}
+
+/// `paymos orders`: serves until the process is stopped.
+fn run_orders(a: OrdersArgs) -> Result<i32, CliError> {
+    let secret = paymos_core::standard_webhooks::WebhookSecret::parse(&a.secret)
+        .map_err(|e| CliError::usage(format!("--secret: {e}")))?;
+    if !(0.0..=1.0).contains(&a.fail_rate) {
+        return Err(CliError::usage("--fail-rate must be between 0 and 1"));
+    }
+    if a.tolerance_seconds < 1 {
+        return Err(CliError::usage("--tolerance-seconds must be at least 1"));
+    }
+    let seed = seed_or_random(a.seed);
+    let failures = orders::Failures {
+        fail_first: a.fail_first,
+        fail_rate: a.fail_rate,
+        hang: a.hang,
+    };
+    let (server, url) = orders::bind(a.port)?;
+    print_orders_banner(&url, seed, &failures);
+    let system = orders::OrderSystem::new(secret, a.tolerance_seconds, failures, seed);
+    orders::serve(
+        std::sync::Arc::new(server),
+        orders::Shared::new(system),
+        orders::Output {
+            json: a.json,
+            quiet: a.quiet,
+        },
+    );
+    Ok(0)
+}
+
+/// The order system's routes, seed and failure mode on stdout, flushed.
+fn print_orders_banner(url: &str, seed: u64, failures: &orders::Failures) {
+    println!("paymos orders listening on {url} (seed {seed})");
+    println!(
+        "  POST {url}/   an effect, signed the Standard Webhooks way, Idempotency-Key = its id"
+    );
+    println!("  GET  {url}/received   what arrived;   POST {url}/control {{\"fail_first\":N,\"fail_rate\":F,\"hang\":bool}}");
+    if *failures != orders::Failures::default() {
+        println!(
+            "  failing: fail_first {}, fail_rate {}, hang {}",
+            failures.fail_first, failures.fail_rate, failures.hang
+        );
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+}
+
+/// `paymos load`: loopback targets only.
+fn run_load(a: LoadArgs) -> Result<i32, CliError> {
+    let to = urls::parse("--to", &a.to)?;
+    if !urls::is_loopback(&to) {
+        return Err(CliError::usage(format!(
+            "paymos load only targets loopback addresses (127.0.0.1, ::1, localhost), not {}: it is a benchmark tool, not a way to flood someone else's endpoint",
+            to.host_str().unwrap_or("")
+        )));
+    }
+    let mode = match a.mode {
+        ModeArg::New => Mode::New,
+        ModeArg::Duplicate => Mode::Duplicate,
+        ModeArg::E2e => Mode::E2e,
+    };
+    load::run(&LoadOptions {
+        webhook_url: urls::webhook_url(&to),
+        mode,
+        concurrency: a.concurrency,
+        duration: a.duration_seconds,
+        requests: a.requests,
+        secret: secret_arg(&a.secret)?,
+        admin: a.admin_token.map(|t| Admin::new(urls::admin_base(&to), t)),
+        effect_timeout: Duration::from_secs(a.effect_timeout_seconds.max(1)),
+        orders_url: a.orders_url,
+        open_loop: a.open_loop,
+        rate: a.rate,
+        json: a.json,
+    })
 }
 
 fn main() -> ExitCode {
