@@ -219,10 +219,41 @@ pub fn deliver(
     if let Some(s) = &t.sandbox {
         register_with_sandbox(s, &built)?;
     }
-    let schedule = ladder::schedule(scale, use_ladder);
-    let of = schedule.offsets.len();
-    let show_bar = !t.json && std::io::stderr().is_terminal();
+    let d = Delivery {
+        t,
+        schedule: ladder::schedule(scale, use_ladder),
+        built,
+        use_ladder,
+        scale,
+    };
     if !t.json {
+        d.announce();
+    }
+    let agent = http::agent(d.schedule.timeout);
+    let start = Instant::now();
+    let attempts = d.attempts(&agent, start);
+    let delivered = attempts.last().is_some_and(Attempt::delivered);
+    if t.json {
+        d.print_json(&attempts, start);
+    } else {
+        print_outcome(&attempts, delivered, start);
+    }
+    Ok(if delivered { 0 } else { 1 })
+}
+
+/// One `paymos deliver`: the event and the ladder it is delivered on.
+struct Delivery<'a> {
+    t: &'a Target,
+    built: Built,
+    schedule: ladder::Schedule,
+    use_ladder: bool,
+    scale: f64,
+}
+
+impl Delivery<'_> {
+    /// What is sent where, and on which ladder (text output).
+    fn announce(&self) {
+        let (t, built) = (self.t, &self.built);
         println!("POST {}", t.url);
         println!(
             "  {} {} ({}), {}; {}",
@@ -230,66 +261,69 @@ pub fn deliver(
             built.event_id,
             built.resource_id,
             secrets_note(t.secrets.len()),
-            if use_ladder {
-                format!(
-                    "up to {of} attempts at {} (time scale {scale}), {} timeout each",
-                    schedule
-                        .offsets
-                        .iter()
-                        .map(|d| human(*d))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    human(schedule.timeout)
-                )
-            } else {
-                format!("one attempt, {} timeout", human(schedule.timeout))
-            }
+            self.ladder_note()
         );
     }
-    let agent = http::agent(schedule.timeout);
-    let start = Instant::now();
-    let mut attempts: Vec<Attempt> = Vec::new();
-    for (i, offset) in schedule.offsets.iter().enumerate() {
-        let n = i as u32 + 1;
-        let now = start.elapsed();
-        if *offset > now {
-            let wait = *offset - now;
-            let pb = waiting_bar(show_bar, wait, n, of);
-            let until = Instant::now() + wait;
-            while Instant::now() < until {
-                let left = until - Instant::now();
-                thread::sleep(left.min(Duration::from_millis(100)));
-                let left = until.saturating_duration_since(Instant::now());
-                pb.set_position((wait - left).as_millis() as u64);
-                pb.set_message(format!("attempt {n}/{of} in {:.1}s", left.as_secs_f64()));
-            }
-            pb.finish_and_clear();
-        }
-        let at = start.elapsed();
-        let outcome = http::post_delivery(
-            &agent,
-            &t.url,
-            &built,
-            &t.secrets,
-            Some(n),
-            Some(schedule.timeout),
-        );
-        let a = Attempt {
-            n,
-            offset: at,
-            outcome,
-        };
-        if !t.json {
-            println!("{}", a.line(of, schedule.timeout));
-        }
-        let done = a.delivered();
-        attempts.push(a);
-        if done {
-            break;
+
+    /// `up to 11 attempts at 0s, 1m, … (time scale N), 10s timeout each`, or one attempt.
+    fn ladder_note(&self) -> String {
+        let s = &self.schedule;
+        if self.use_ladder {
+            format!(
+                "up to {} attempts at {} (time scale {}), {} timeout each",
+                s.offsets.len(),
+                s.offsets
+                    .iter()
+                    .map(|d| human(*d))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                self.scale,
+                human(s.timeout)
+            )
+        } else {
+            format!("one attempt, {} timeout", human(s.timeout))
         }
     }
-    let delivered = attempts.last().is_some_and(Attempt::delivered);
-    if t.json {
+
+    /// Each attempt at its offset from `start`, until one is answered 2xx or the ladder runs
+    /// out; each one's line is printed as it ends (text output).
+    fn attempts(&self, agent: &ureq::Agent, start: Instant) -> Vec<Attempt> {
+        let of = self.schedule.offsets.len();
+        let show_bar = !self.t.json && std::io::stderr().is_terminal();
+        let mut attempts: Vec<Attempt> = Vec::new();
+        for (i, offset) in self.schedule.offsets.iter().enumerate() {
+            let n = i as u32 + 1;
+            wait_for_attempt(start, *offset, show_bar, n, of);
+            let at = start.elapsed();
+            let outcome = http::post_delivery(
+                agent,
+                &self.t.url,
+                &self.built,
+                &self.t.secrets,
+                Some(n),
+                Some(self.schedule.timeout),
+            );
+            let a = Attempt {
+                n,
+                offset: at,
+                outcome,
+            };
+            if !self.t.json {
+                println!("{}", a.line(of, self.schedule.timeout));
+            }
+            let done = a.delivered();
+            attempts.push(a);
+            if done {
+                break;
+            }
+        }
+        attempts
+    }
+
+    /// The whole delivery as one JSON document.
+    fn print_json(&self, attempts: &[Attempt], start: Instant) {
+        let (t, built) = (self.t, &self.built);
+        let delivered = attempts.last().is_some_and(Attempt::delivered);
         println!(
             "{}",
             json!({
@@ -297,16 +331,41 @@ pub fn deliver(
                 "event_id": built.event_id,
                 "event_type": built.event_type,
                 "resource_id": built.resource_id,
-                "ladder": use_ladder,
-                "time_scale": scale,
-                "timeout_ms": ms(schedule.timeout),
+                "ladder": self.use_ladder,
+                "time_scale": self.scale,
+                "timeout_ms": ms(self.schedule.timeout),
                 "attempts": attempts.iter().map(Attempt::to_json).collect::<Vec<_>>(),
                 "result": if delivered { "delivered" } else { "failed" },
                 "delivered_on_attempt": if delivered { attempts.last().map(|a| a.n) } else { None },
                 "elapsed_ms": ms(start.elapsed()),
             })
         );
-    } else if delivered {
+    }
+}
+
+/// Sleeps until attempt `n` of `of` is due, `offset` after `start`, with a progress bar on
+/// stderr when `show_bar` (a terminal, text output).
+fn wait_for_attempt(start: Instant, offset: Duration, show_bar: bool, n: u32, of: usize) {
+    let now = start.elapsed();
+    if offset <= now {
+        return;
+    }
+    let wait = offset - now;
+    let pb = waiting_bar(show_bar, wait, n, of);
+    let until = Instant::now() + wait;
+    while Instant::now() < until {
+        let left = until - Instant::now();
+        thread::sleep(left.min(Duration::from_millis(100)));
+        let left = until.saturating_duration_since(Instant::now());
+        pb.set_position((wait - left).as_millis() as u64);
+        pb.set_message(format!("attempt {n}/{of} in {:.1}s", left.as_secs_f64()));
+    }
+    pb.finish_and_clear();
+}
+
+/// The closing line (text output): delivered on which attempt, or failed after how many.
+fn print_outcome(attempts: &[Attempt], delivered: bool, start: Instant) {
+    if delivered {
         println!(
             "delivered on attempt {} after {}",
             attempts.len(),
@@ -320,5 +379,4 @@ pub fn deliver(
             human_elapsed(start.elapsed())
         );
     }
-    Ok(if delivered { 0 } else { 1 })
 }
