@@ -100,7 +100,33 @@ pub fn parse_data_arg(s: &str) -> Result<Map<String, Value>, CliError> {
 pub fn build_envelope(spec: &EventSpec) -> Result<Built, CliError> {
     let (category, action) = split_event_type(&spec.event_type)?;
     let kind = ResourceKind::from_category(category);
-    let resource_id = match (&spec.resource_id, kind) {
+    let resource_id = resource_id_for(spec, category, kind)?;
+    let event_id = event_id_for(spec)?;
+    let created = spec.created.unwrap_or_else(crate::now_unix);
+    let data = data_object(spec, &resource_id, category, action, kind);
+    let head: [(&str, Value); 4] = [
+        ("event_id", Value::from(event_id.clone())),
+        ("type", Value::from(spec.event_type.clone())),
+        ("created", Value::from(created)),
+        ("livemode", Value::from(false)),
+    ];
+    Ok(Built {
+        event_id,
+        event_type: spec.event_type.clone(),
+        resource_id,
+        created,
+        body: envelope_bytes(&head, &data),
+    })
+}
+
+/// `--resource` when given (it must be an id of the kind the category is about, when the
+/// category is known), else a random id of that kind; an unknown category needs `--resource`.
+fn resource_id_for(
+    spec: &EventSpec,
+    category: &str,
+    kind: Option<ResourceKind>,
+) -> Result<String, CliError> {
+    match (&spec.resource_id, kind) {
         (Some(id), _) => {
             let Some(id_kind) = resource_kind_of(id) else {
                 return Err(CliError::usage(format!(
@@ -118,29 +144,38 @@ pub fn build_envelope(spec: &EventSpec) -> Result<Built, CliError> {
                     )));
                 }
             }
-            id.clone()
+            Ok(id.clone())
         }
-        (None, Some(k)) => random_id(k.prefix()),
-        (None, None) => {
-            return Err(CliError::usage(format!(
-                "{category} is not a category the contract knows (invoice, withdrawal, deposit): pass --resource with an inv_, wdr_ or pcd_ id"
-            )))
-        }
-    };
-    let event_id = match &spec.event_id {
-        Some(id) if paymos_core::is_valid_event_id(id) => id.clone(),
-        Some(id) => {
-            return Err(CliError::usage(format!(
-                "{id:?} is not an event id (evt_ followed by 1 to 64 letters or digits)"
-            )))
-        }
-        None => random_id("evt_"),
-    };
-    let created = spec.created.unwrap_or_else(crate::now_unix);
-    let object = kind.map(|k| k.as_str()).unwrap_or(category);
+        (None, Some(k)) => Ok(random_id(k.prefix())),
+        (None, None) => Err(CliError::usage(format!(
+            "{category} is not a category the contract knows (invoice, withdrawal, deposit): pass --resource with an inv_, wdr_ or pcd_ id"
+        ))),
+    }
+}
 
+/// `--event-id` when given and valid, else a random `evt_` id.
+fn event_id_for(spec: &EventSpec) -> Result<String, CliError> {
+    match &spec.event_id {
+        Some(id) if paymos_core::is_valid_event_id(id) => Ok(id.clone()),
+        Some(id) => Err(CliError::usage(format!(
+            "{id:?} is not an event id (evt_ followed by 1 to 64 letters or digits)"
+        ))),
+        None => Ok(random_id("evt_")),
+    }
+}
+
+/// `data`: id, object, status (the action), an invoice's amount, currency and order_ref,
+/// then `--data` merged over them (except `id`).
+fn data_object(
+    spec: &EventSpec,
+    resource_id: &str,
+    category: &str,
+    action: &str,
+    kind: Option<ResourceKind>,
+) -> Ordered {
+    let object = kind.map(|k| k.as_str()).unwrap_or(category);
     let mut data = Ordered(Vec::new());
-    data.set("id", Value::from(resource_id.clone()));
+    data.set("id", Value::from(resource_id));
     data.set("object", Value::from(object));
     data.set("status", Value::from(action));
     if kind == Some(ResourceKind::Invoice) {
@@ -160,30 +195,21 @@ pub fn build_envelope(spec: &EventSpec) -> Result<Built, CliError> {
             data.set(k, v.clone());
         }
     }
-    let head: [(&str, Value); 4] = [
-        ("event_id", Value::from(event_id.clone())),
-        ("type", Value::from(spec.event_type.clone())),
-        ("created", Value::from(created)),
-        ("livemode", Value::from(false)),
-    ];
-    let body = {
-        let mut out = Vec::with_capacity(256);
-        let mut ser = serde_json::Serializer::new(&mut out);
-        let mut m = ser.serialize_map(Some(5)).expect("in-memory");
-        for (k, v) in &head {
-            m.serialize_entry(k, v).expect("in-memory");
-        }
-        m.serialize_entry("data", &data).expect("in-memory");
-        SerializeMap::end(m).expect("in-memory");
-        out
-    };
-    Ok(Built {
-        event_id,
-        event_type: spec.event_type.clone(),
-        resource_id,
-        created,
-        body,
-    })
+    data
+}
+
+/// The body's bytes: the head fields in the contract's order, then `data`; serialised once,
+/// these exact bytes are signed and sent on every attempt.
+fn envelope_bytes(head: &[(&str, Value)], data: &Ordered) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    let mut ser = serde_json::Serializer::new(&mut out);
+    let mut m = ser.serialize_map(Some(5)).expect("in-memory");
+    for (k, v) in head {
+        m.serialize_entry(k, v).expect("in-memory");
+    }
+    m.serialize_entry("data", data).expect("in-memory");
+    SerializeMap::end(m).expect("in-memory");
+    out
 }
 
 #[cfg(test)]
