@@ -282,75 +282,21 @@ enum OneOrMany {
 
 /// The sandbox's routing, apart from the socket (so it is testable).
 pub fn route(state: &Mutex<Sandbox>, api_key: &str, req: &Incoming, now: i64) -> Answer {
-    let Incoming {
-        method,
-        url,
-        authorization,
-        remote_is_loopback,
-        body,
-    } = *req;
-    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    let (path, query) = req.url.split_once('?').unwrap_or((req.url, ""));
     let path = path.trim_end_matches('/');
-    match (method, path) {
+    match (req.method, path) {
         ("GET", "/healthz") => answer(
             200,
             json!({ "status": "ok", "invoices": state.lock().unwrap().store.len() }),
         ),
-        ("GET", "/v1/invoices") => {
-            if !bearer_ok(authorization, api_key) {
-                return error(
-                    401,
-                    "unauthorized",
-                    "send Authorization: Bearer <the sandbox's API key>",
-                );
-            }
-            match parse_page_query(query) {
-                Ok(q) => match state.lock().unwrap().list(&q) {
-                    Ok(page) => answer(200, serde_json::to_value(page).unwrap()),
-                    Err(m) => error(500, "sandbox_fault", &m),
-                },
-                Err(m) => error(400, "invalid_request", &m),
-            }
-        }
+        ("GET", "/v1/invoices") => list_invoices(state, api_key, req.authorization, query),
         (_, "/v1/invoices") => error(405, "method_not_allowed", "GET only"),
-        (_, "/sandbox/invoices") | (_, "/sandbox/control") if !remote_is_loopback => error(
+        (_, "/sandbox/invoices") | (_, "/sandbox/control") if !req.remote_is_loopback => error(
             403,
             "forbidden",
             "the sandbox's control API answers loopback clients only",
         ),
-        ("POST", "/sandbox/invoices") => match serde_json::from_slice::<OneOrMany>(body) {
-            Ok(OneOrMany::One(input)) => match state.lock().unwrap().store.upsert(input, now) {
-                Ok(inv) => answer(200, serde_json::to_value(inv).unwrap()),
-                Err(m) => error(400, "invalid_request", &m),
-            },
-            Ok(OneOrMany::Many(inputs)) => {
-                let mut st = state.lock().unwrap();
-                // all or nothing: check every id before storing any
-                if let Some(bad) = inputs
-                    .iter()
-                    .find(|i| resource_kind_of(&i.id) != Some(ResourceKind::Invoice))
-                {
-                    return error(
-                        400,
-                        "invalid_request",
-                        &format!(
-                            "{:?}: id must be inv_ followed by 1 to 64 letters or digits",
-                            bad.id
-                        ),
-                    );
-                }
-                let stored: Vec<Invoice> = inputs
-                    .into_iter()
-                    .filter_map(|i| st.store.upsert(i, now).ok())
-                    .collect();
-                answer(200, json!({ "data": stored }))
-            }
-            Err(e) => error(
-                400,
-                "invalid_json",
-                &format!("expected {{\"id\":\"inv_…\",…}} or an array of them: {e}"),
-            ),
-        },
+        ("POST", "/sandbox/invoices") => register_invoices(state, req.body, now),
         ("GET", "/sandbox/invoices") => {
             answer(200, json!({ "data": state.lock().unwrap().store.all() }))
         }
@@ -361,19 +307,7 @@ pub fn route(state: &Mutex<Sandbox>, api_key: &str, req: &Incoming, now: i64) ->
             answer(200, json!({ "deleted": n }))
         }
         ("GET", "/sandbox/control") => answer(200, state.lock().unwrap().control()),
-        ("POST", "/sandbox/control") => match serde_json::from_slice::<Faults>(body) {
-            Ok(f) => {
-                let mut st = state.lock().unwrap();
-                st.faults = f;
-                st.pages_served = 0;
-                answer(200, st.control())
-            }
-            Err(e) => error(
-                400,
-                "invalid_json",
-                &format!("expected {{\"stuck_cursor\":bool,\"fail_after_pages\":N|null}}: {e}"),
-            ),
-        },
+        ("POST", "/sandbox/control") => set_faults(state, req.body),
         (_, "/sandbox/invoices") | (_, "/sandbox/control") => {
             error(405, "method_not_allowed", "see GET /healthz for the routes")
         }
@@ -381,6 +315,85 @@ pub fn route(state: &Mutex<Sandbox>, api_key: &str, req: &Incoming, now: i64) ->
             404,
             "not_found",
             "GET /v1/invoices, POST|GET|DELETE /sandbox/invoices, GET|POST /sandbox/control, GET /healthz",
+        ),
+    }
+}
+
+/// `GET /v1/invoices`: the provider's list call (bearer key), one page with the faults applied.
+fn list_invoices(
+    state: &Mutex<Sandbox>,
+    api_key: &str,
+    authorization: Option<&str>,
+    query: &str,
+) -> Answer {
+    if !bearer_ok(authorization, api_key) {
+        return error(
+            401,
+            "unauthorized",
+            "send Authorization: Bearer <the sandbox's API key>",
+        );
+    }
+    match parse_page_query(query) {
+        Ok(q) => match state.lock().unwrap().list(&q) {
+            Ok(page) => answer(200, serde_json::to_value(page).unwrap()),
+            Err(m) => error(500, "sandbox_fault", &m),
+        },
+        Err(m) => error(400, "invalid_request", &m),
+    }
+}
+
+/// `POST /sandbox/invoices`: registers or updates one invoice, or an array of them.
+fn register_invoices(state: &Mutex<Sandbox>, body: &[u8], now: i64) -> Answer {
+    match serde_json::from_slice::<OneOrMany>(body) {
+        Ok(OneOrMany::One(input)) => match state.lock().unwrap().store.upsert(input, now) {
+            Ok(inv) => answer(200, serde_json::to_value(inv).unwrap()),
+            Err(m) => error(400, "invalid_request", &m),
+        },
+        Ok(OneOrMany::Many(inputs)) => register_all(state, inputs, now),
+        Err(e) => error(
+            400,
+            "invalid_json",
+            &format!("expected {{\"id\":\"inv_…\",…}} or an array of them: {e}"),
+        ),
+    }
+}
+
+/// An array of invoices, all or nothing: every id is checked before any is stored.
+fn register_all(state: &Mutex<Sandbox>, inputs: Vec<InvoiceInput>, now: i64) -> Answer {
+    let mut st = state.lock().unwrap();
+    if let Some(bad) = inputs
+        .iter()
+        .find(|i| resource_kind_of(&i.id) != Some(ResourceKind::Invoice))
+    {
+        return error(
+            400,
+            "invalid_request",
+            &format!(
+                "{:?}: id must be inv_ followed by 1 to 64 letters or digits",
+                bad.id
+            ),
+        );
+    }
+    let stored: Vec<Invoice> = inputs
+        .into_iter()
+        .filter_map(|i| st.store.upsert(i, now).ok())
+        .collect();
+    answer(200, json!({ "data": stored }))
+}
+
+/// `POST /sandbox/control`: sets the faults (and starts counting pages served afresh).
+fn set_faults(state: &Mutex<Sandbox>, body: &[u8]) -> Answer {
+    match serde_json::from_slice::<Faults>(body) {
+        Ok(f) => {
+            let mut st = state.lock().unwrap();
+            st.faults = f;
+            st.pages_served = 0;
+            answer(200, st.control())
+        }
+        Err(e) => error(
+            400,
+            "invalid_json",
+            &format!("expected {{\"stuck_cursor\":bool,\"fail_after_pages\":N|null}}: {e}"),
         ),
     }
 }
