@@ -303,6 +303,8 @@ fn step2(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     Ok(())
 }
 
+/// Step 3: `BURST` identical copies at once (one signature, released together by a barrier):
+/// exactly one is new, the rest duplicates; one delivery row, one fulfilment.
 fn step3(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     let order_ref = new_order_ref();
     let built = Arc::new(c.invoice(Some(&order_ref), None)?);
@@ -311,12 +313,52 @@ fn step3(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     ev.put("copies", BURST);
     // one signature for all copies: identical requests, byte for byte
     let signature = built.signature(std::slice::from_ref(&c.o.secret), crate::now_unix());
-    let barrier = Arc::new(Barrier::new(BURST));
     let sent = Instant::now();
+    let results = send_burst(c, &built, &signature);
+    ev.put("burst_ms", ms(sent.elapsed()));
+    let fresh = tally_burst(&results, ev);
+    let ok2xx = results
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(Reply::is_success))
+        .count();
+    ensure(ok2xx == BURST, || {
+        format!("{ok2xx} of {BURST} copies were answered 2xx")
+    })?;
+    s.paid_invoices.push((built.resource_id.clone(), order_ref));
+    ensure(fresh == 1, || {
+        format!("{fresh} copies were answered duplicate:false, expected exactly 1")
+    })?;
+    let (d, took) = c.wait_processed(&built.event_id, sent)?;
+    ev.put("outcome", d["outcome"].clone());
+    ev.put("post_to_processed_ms", ms(took));
+    one_delivery_row(c, &built, ev)?;
+    let res = c.resource(&built.resource_id)?;
+    let f = fulfilments(&res);
+    ev.put("fulfilments", f.len());
+    ev.put(
+        "license_code",
+        f.first()
+            .map(|x| x["license_code"].clone())
+            .unwrap_or(Value::Null),
+    );
+    ensure(f.len() == 1, || {
+        format!("{} fulfilments, expected exactly 1", f.len())
+    })?;
+    Ok(())
+}
+
+/// `BURST` threads, each with its own connection, post the same bytes and signature at
+/// the same moment; their replies in thread order.
+fn send_burst(
+    c: &Checker,
+    built: &Arc<Built>,
+    signature: &str,
+) -> Vec<Result<Reply, http::TransportError>> {
+    let barrier = Arc::new(Barrier::new(BURST));
     let handles: Vec<_> = (0..BURST)
         .map(|_| {
-            let (built, signature, barrier) = (built.clone(), signature.clone(), barrier.clone());
-            let url = c.o.webhook_url.clone();
+            let (built, barrier) = (built.clone(), barrier.clone());
+            let (signature, url) = (signature.to_string(), c.o.webhook_url.clone());
             thread::spawn(move || {
                 let agent = http::agent(Duration::from_secs(30));
                 barrier.wait();
@@ -332,14 +374,18 @@ fn step3(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
             })
         })
         .collect();
-    let results: Vec<_> = handles
+    handles
         .into_iter()
         .map(|h| h.join().expect("burst thread"))
-        .collect();
-    ev.put("burst_ms", ms(sent.elapsed()));
+        .collect()
+}
+
+/// Records the burst's statuses, duplicate counts and transport errors; how many copies
+/// were answered `duplicate:false`.
+fn tally_burst(results: &[Result<Reply, http::TransportError>], ev: &mut Ev) -> usize {
     let mut statuses: Map<String, Value> = Map::new();
     let (mut fresh, mut dup, mut errors) = (0, 0, Vec::new());
-    for r in &results {
+    for r in results {
         match r {
             Ok(r) => {
                 let k = r.status.to_string();
@@ -358,22 +404,13 @@ fn step3(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     ev.put("duplicate_false", fresh);
     ev.put("duplicate_true", dup);
     if !errors.is_empty() {
-        ev.put("errors", errors.clone());
+        ev.put("errors", errors);
     }
-    let ok2xx = results
-        .iter()
-        .filter(|r| r.as_ref().is_ok_and(Reply::is_success))
-        .count();
-    ensure(ok2xx == BURST, || {
-        format!("{ok2xx} of {BURST} copies were answered 2xx")
-    })?;
-    s.paid_invoices.push((built.resource_id.clone(), order_ref));
-    ensure(fresh == 1, || {
-        format!("{fresh} copies were answered duplicate:false, expected exactly 1")
-    })?;
-    let (d, took) = c.wait_processed(&built.event_id, sent)?;
-    ev.put("outcome", d["outcome"].clone());
-    ev.put("post_to_processed_ms", ms(took));
+    fresh
+}
+
+/// The admin API lists exactly one delivery row for the event among its resource's.
+fn one_delivery_row(c: &Checker, built: &Built, ev: &mut Ev) -> StepResult {
     let list = c.admin(
         "GET",
         &format!("/deliveries?resource_id={}&limit=100", built.resource_id),
@@ -391,20 +428,7 @@ fn step3(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
             "GET /admin/api/deliveries?resource_id=… lists {same} rows for {}, expected 1",
             built.event_id
         )
-    })?;
-    let res = c.resource(&built.resource_id)?;
-    let f = fulfilments(&res);
-    ev.put("fulfilments", f.len());
-    ev.put(
-        "license_code",
-        f.first()
-            .map(|x| x["license_code"].clone())
-            .unwrap_or(Value::Null),
-    );
-    ensure(f.len() == 1, || {
-        format!("{} fulfilments, expected exactly 1", f.len())
-    })?;
-    Ok(())
+    })
 }
 
 fn step4(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
