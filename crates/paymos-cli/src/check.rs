@@ -478,30 +478,63 @@ fn step4(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     Ok(())
 }
 
+/// Step 5: every invoice the check paid, and one more (never delivered), is registered paid
+/// at the sandbox; reconciliation must report that one as missing, bring it to paid and
+/// fulfil it once, and report nothing doubled. Without `--sandbox`, only "nothing doubled".
 fn step5(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     let Some(sandbox) = &c.o.sandbox else {
-        ev.put("partial", true);
-        let report = c.admin("POST", "/reconcile", None)?;
-        ev.put("doubled", report["doubled"].clone());
-        ev.put(
-            "missing_count",
-            report["missing"].as_array().map(Vec::len).unwrap_or(0),
-        );
-        ensure(
-            report["doubled"].as_array().is_some_and(Vec::is_empty),
-            || format!("doubled is not empty: {}", report["doubled"]),
-        )?;
-        return Ok(());
+        return step5_without_sandbox(c, ev);
     };
     ev.put("partial", false);
     let order_ref = new_order_ref();
     let extra = random_id("inv_");
+    let registered = register_paid(
+        sandbox,
+        &s.paid_invoices,
+        &(extra.clone(), order_ref.clone()),
+    )?;
+    ev.put("registered_with_sandbox", registered.clone());
+    ev.put("extra_invoice", extra.clone());
+    let report = c.admin("POST", "/reconcile", None)?;
+    judge_reconcile_report(&report, &registered, &extra, ev)?;
+    let res = c.resource(&extra)?;
+    let f = fulfilments(&res);
+    ev.put("extra_resource_status", res["status"].clone());
+    ev.put("extra_fulfilments", f.len());
+    ensure(res["status"] == "paid", || {
+        format!("{extra} is {}, expected paid", res["status"])
+    })?;
+    ensure(f.len() == 1, || {
+        format!("{extra} has {} fulfilments, expected exactly 1", f.len())
+    })?;
+    s.extra_paid = Some((extra, order_ref));
+    Ok(())
+}
+
+/// Step 5, PARTIAL: reconciliation runs and reports nothing doubled.
+fn step5_without_sandbox(c: &Checker, ev: &mut Ev) -> StepResult {
+    ev.put("partial", true);
+    let report = c.admin("POST", "/reconcile", None)?;
+    ev.put("doubled", report["doubled"].clone());
+    ev.put(
+        "missing_count",
+        report["missing"].as_array().map(Vec::len).unwrap_or(0),
+    );
+    ensure(
+        report["doubled"].as_array().is_some_and(Vec::is_empty),
+        || format!("doubled is not empty: {}", report["doubled"]),
+    )
+}
+
+/// Registers `paid` and then `extra` (invoice id, order_ref) as paid at the sandbox; the ids
+/// registered.
+fn register_paid(
+    sandbox: &str,
+    paid: &[(String, String)],
+    extra: &(String, String),
+) -> Result<Vec<String>, String> {
     let mut registered = Vec::new();
-    for (id, order) in s
-        .paid_invoices
-        .iter()
-        .chain(std::iter::once(&(extra.clone(), order_ref.clone())))
-    {
+    for (id, order) in paid.iter().chain(std::iter::once(extra)) {
         crate::deliver::register_invoice(
             sandbox,
             &json!({ "id": id, "status": "paid", "amount": "49.00", "currency": "USDT", "order_ref": order }),
@@ -509,17 +542,28 @@ fn step5(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
         .map_err(|e| format!("registering {id} with the sandbox: {e}"))?;
         registered.push(id.clone());
     }
-    ev.put("registered_with_sandbox", registered.clone());
-    ev.put("extra_invoice", extra.clone());
-    let report = c.admin("POST", "/reconcile", None)?;
+    Ok(registered)
+}
+
+/// A `missing` entry's invoice id (an object with `id`, or the id itself).
+fn missing_id(m: &Value) -> String {
+    m["id"]
+        .as_str()
+        .or(m.as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Among the invoices this check registered, the reconcile report lists exactly `extra` as
+/// missing (brought to paid), and nothing as doubled. Others' invoices in a shared sandbox
+/// are recorded, not judged.
+fn judge_reconcile_report(
+    report: &Value,
+    registered: &[String],
+    extra: &str,
+    ev: &mut Ev,
+) -> StepResult {
     let missing: Vec<Value> = report["missing"].as_array().cloned().unwrap_or_default();
-    let missing_id = |m: &Value| {
-        m["id"]
-            .as_str()
-            .or(m.as_str())
-            .unwrap_or_default()
-            .to_string()
-    };
     let ours: Vec<Value> = missing
         .iter()
         .filter(|m| registered.contains(&missing_id(m)))
@@ -556,19 +600,7 @@ fn step5(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     ensure(
         report["doubled"].as_array().is_some_and(Vec::is_empty),
         || format!("doubled is not empty: {}", report["doubled"]),
-    )?;
-    let res = c.resource(&extra)?;
-    let f = fulfilments(&res);
-    ev.put("extra_resource_status", res["status"].clone());
-    ev.put("extra_fulfilments", f.len());
-    ensure(res["status"] == "paid", || {
-        format!("{extra} is {}, expected paid", res["status"])
-    })?;
-    ensure(f.len() == 1, || {
-        format!("{extra} has {} fulfilments, expected exactly 1", f.len())
-    })?;
-    s.extra_paid = Some((extra, order_ref));
-    Ok(())
+    )
 }
 
 /// One invoice the check paid, as the receiver records its fulfilment.
