@@ -748,22 +748,7 @@ fn step7(c: &Checker, _s: &mut State, ev: &mut Ev) -> StepResult {
     .map_err(|e| e.to_string())?;
     let invoice = first.resource_id.clone();
     ev.put("resource_id", invoice.clone());
-    let mut outcomes = Vec::new();
-    for event_type in ["invoice.created", "invoice.refunded", "invoice.paid"] {
-        let built = if event_type == "invoice.created" {
-            first.clone()
-        } else {
-            build_envelope(&EventSpec {
-                event_type: event_type.into(),
-                resource_id: Some(invoice.clone()),
-                ..Default::default()
-            })
-            .map_err(|e| e.to_string())?
-        };
-        c.deliver_expecting(&built, ev, event_type, Some(false))?;
-        let (d, _) = c.wait_processed(&built.event_id, Instant::now())?;
-        outcomes.push(json!([event_type, d["outcome"]]));
-    }
+    let outcomes = deliver_refund_before_payment(c, &first, ev)?;
     ev.put("outcomes", outcomes.clone());
     let want = [
         ("invoice.created", "applied"),
@@ -783,6 +768,41 @@ fn step7(c: &Checker, _s: &mut State, ev: &mut Ev) -> StepResult {
     })?;
     // give a wrongly made fulfilment time to arrive, then look
     thread::sleep(Duration::from_secs(2));
+    let sent = shipped_for(c, orders, &invoice)?;
+    ev.put("shipped_for_it", sent);
+    ensure(sent == 0, || {
+        format!("the order system shipped {sent} effect(s) for a refunded invoice")
+    })
+}
+
+/// Delivers `first` (an invoice.created), then a refund and a payment of the same invoice,
+/// each waited on until processed; `[event type, outcome]` of each.
+fn deliver_refund_before_payment(
+    c: &Checker,
+    first: &Built,
+    ev: &mut Ev,
+) -> Result<Vec<Value>, String> {
+    let mut outcomes = Vec::new();
+    for event_type in ["invoice.created", "invoice.refunded", "invoice.paid"] {
+        let built = if event_type == "invoice.created" {
+            first.clone()
+        } else {
+            build_envelope(&EventSpec {
+                event_type: event_type.into(),
+                resource_id: Some(first.resource_id.clone()),
+                ..Default::default()
+            })
+            .map_err(|e| e.to_string())?
+        };
+        c.deliver_expecting(&built, ev, event_type, Some(false))?;
+        let (d, _) = c.wait_processed(&built.event_id, Instant::now())?;
+        outcomes.push(json!([event_type, d["outcome"]]));
+    }
+    Ok(outcomes)
+}
+
+/// How many effects the order system at `orders` lists as shipped for `invoice`.
+fn shipped_for(c: &Checker, orders: &str, invoice: &str) -> Result<usize, String> {
     let url = format!("{}/received", orders.trim_end_matches('/'));
     let text = c
         .agent
@@ -793,21 +813,10 @@ fn step7(c: &Checker, _s: &mut State, ev: &mut Ev) -> StepResult {
         .map_err(|e| format!("GET {url}: {e}"))?;
     let received: Value =
         serde_json::from_str(&text).map_err(|_| format!("GET {url} did not answer JSON"))?;
-    let sent: Vec<&Value> = received["shipped"]
+    Ok(received["shipped"]
         .as_array()
-        .map(|a| {
-            a.iter()
-                .filter(|x| x["resource_id"] == invoice.as_str())
-                .collect()
-        })
-        .unwrap_or_default();
-    ev.put("shipped_for_it", sent.len());
-    ensure(sent.is_empty(), || {
-        format!(
-            "the order system shipped {} effect(s) for a refunded invoice",
-            sent.len()
-        )
-    })
+        .map(|a| a.iter().filter(|x| x["resource_id"] == invoice).count())
+        .unwrap_or_default())
 }
 
 pub const STEP7_NAME: &str =
