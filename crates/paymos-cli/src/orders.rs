@@ -17,7 +17,7 @@
 
 use std::collections::HashSet;
 use std::io::Read;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use paymos_core::standard_webhooks::{self, WebhookHeaders, WebhookSecret};
@@ -435,6 +435,8 @@ fn respond(req: tiny_http::Request, status: u16, body: &Value) {
     let _ = req.respond(resp);
 }
 
+/// One request, on its own thread: decided by the order system under its lock, then
+/// answered (a shipped effect printed first), or held while `hang` is on.
 fn handle_one(shared: &Shared, mut req: tiny_http::Request, out: Output) {
     let mut body = Vec::new();
     let _ = req
@@ -447,16 +449,7 @@ fn handle_one(shared: &Shared, mut req: tiny_http::Request, out: Output) {
         respond(req, 413, &json!({ "error": "payload_too_large" }));
         return;
     }
-    let header_text: Vec<(String, String)> = req
-        .headers()
-        .iter()
-        .map(|h| {
-            (
-                h.field.as_str().as_str().to_string(),
-                h.value.as_str().to_string(),
-            )
-        })
-        .collect();
+    let header_text = header_pairs(&req);
     let incoming = Incoming {
         method: &method,
         url: &url,
@@ -480,13 +473,7 @@ fn handle_one(shared: &Shared, mut req: tiny_http::Request, out: Output) {
         } => {
             drop(state);
             if let Some(s) = shipped {
-                if out.json {
-                    println!("{}", serde_json::to_string(&s).unwrap());
-                } else {
-                    println!("{}", s.line());
-                }
-                use std::io::Write;
-                let _ = std::io::stdout().flush();
+                print_shipped(&s, out);
             }
             let introspection = method == "GET" && url.starts_with("/received");
             if !out.quiet && !introspection {
@@ -494,34 +481,69 @@ fn handle_one(shared: &Shared, mut req: tiny_http::Request, out: Output) {
             }
             respond(req, status, &body);
         }
-        Action::Hang => {
-            {
-                let mut n = shared.hung_now.lock().unwrap();
-                if *n >= MAX_HUNG {
-                    drop(n);
-                    drop(state);
-                    respond(req, 503, &json!({ "error": "too_many_hanging_requests" }));
-                    return;
-                }
-                *n += 1;
-            }
-            if !out.quiet {
-                eprintln!("orders: {method} {url} → (hanging)");
-            }
-            let (state, _) = shared
-                .wake
-                .wait_timeout_while(state, MAX_HANG, |s| s.hanging())
-                .unwrap();
-            drop(state);
-            *shared.hung_now.lock().unwrap() -= 1;
-            // released (or given up on): the request was never processed
-            respond(
-                req,
-                503,
-                &json!({ "error": "released_from_hang_unprocessed" }),
-            );
-        }
+        Action::Hang => hang(shared, state, req, &format!("{method} {url}"), out),
     }
+}
+
+/// The request's headers as owned (name, value) pairs.
+fn header_pairs(req: &tiny_http::Request) -> Vec<(String, String)> {
+    req.headers()
+        .iter()
+        .map(|h| {
+            (
+                h.field.as_str().as_str().to_string(),
+                h.value.as_str().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A shipped effect on stdout, one line (text or JSON), flushed at once for whoever reads it.
+fn print_shipped(s: &Shipped, out: Output) {
+    if out.json {
+        println!("{}", serde_json::to_string(s).unwrap());
+    } else {
+        println!("{}", s.line());
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+}
+
+/// Holds `req` (`what`: its method and URL) until `hang` is turned off or `MAX_HANG` passes,
+/// then answers 503: a request let go from a hang was never processed. Beyond `MAX_HUNG`
+/// held at once, answers 503 at once.
+fn hang(
+    shared: &Shared,
+    state: MutexGuard<'_, OrderSystem>,
+    req: tiny_http::Request,
+    what: &str,
+    out: Output,
+) {
+    {
+        let mut n = shared.hung_now.lock().unwrap();
+        if *n >= MAX_HUNG {
+            drop(n);
+            drop(state);
+            respond(req, 503, &json!({ "error": "too_many_hanging_requests" }));
+            return;
+        }
+        *n += 1;
+    }
+    if !out.quiet {
+        eprintln!("orders: {what} → (hanging)");
+    }
+    let (state, _) = shared
+        .wake
+        .wait_timeout_while(state, MAX_HANG, |s| s.hanging())
+        .unwrap();
+    drop(state);
+    *shared.hung_now.lock().unwrap() -= 1;
+    // released (or given up on): the request was never processed
+    respond(
+        req,
+        503,
+        &json!({ "error": "released_from_hang_unprocessed" }),
+    );
 }
 
 /// Serves until the server is unblocked (or forever): one thread per request.
