@@ -290,36 +290,13 @@ impl OrderSystem {
         self.effect(req, now)
     }
 
+    /// An effect request that got past the failure modes: verified, copies dropped by key,
+    /// checked, then shipped (or withheld: see [`Self::withheld_for_refund`]).
     fn effect(&mut self, req: &Incoming, now: i64) -> Action {
-        let headers = WebhookHeaders::from_pairs(req.headers.iter().copied());
-        let signed_at = match standard_webhooks::verify(
-            &self.secret,
-            &headers,
-            req.body,
-            now,
-            self.tolerance,
-        ) {
-            Ok(t) => t,
-            Err(e) => {
-                self.rejected += 1;
-                return refuse(401, e.code());
-            }
+        let (key, body, signed_at) = match self.admit(req, now) {
+            Ok(admitted) => admitted,
+            Err(refusal) => return refusal,
         };
-        // verify() has checked that webhook-id is there
-        let id = headers.id.unwrap_or_default().trim().to_string();
-        let key = req.header("Idempotency-Key").unwrap_or(&id).to_string();
-        if key != id {
-            self.invalid += 1;
-            return refuse(400, "idempotency_key_differs_from_webhook_id");
-        }
-        let Ok(body) = serde_json::from_slice::<Value>(req.body) else {
-            self.invalid += 1;
-            return refuse(400, "body_not_json");
-        };
-        if body["id"].as_str() != Some(id.as_str()) {
-            self.invalid += 1;
-            return refuse(400, "body_id_differs_from_webhook_id");
-        }
         if self.seen.contains(&key) {
             self.duplicates += 1;
             return reply(200, json!({ "received": true, "duplicate": true }));
@@ -337,33 +314,85 @@ impl OrderSystem {
             return refuse(422, "fulfilment_without_order_ref");
         }
         let resource = text("resource_id").unwrap_or_default();
-        let fulfilled = |s: &Self| {
-            s.shipped
-                .iter()
-                .any(|x| x.kind == "fulfilment" && x.resource_id.as_deref() == Some(&resource))
-        };
-        if kind == "revocation" && !fulfilled(self) {
-            // a revocation of a fulfilment never accepted: 2xx, nothing shipped, nothing to
-            // undo; a fulfilment arriving after it ships nothing either
-            self.seen.insert(key);
-            self.revoked.insert(resource);
-            self.revoked_unshipped += 1;
-            return reply(
-                200,
-                json!({ "received": true, "duplicate": false, "shipped": false }),
-            );
-        }
-        if kind == "fulfilment" && self.revoked.contains(&resource) {
-            self.seen.insert(key);
-            self.withheld += 1;
-            return reply(
-                200,
-                json!({ "received": true, "duplicate": false, "shipped": false, "revoked": true }),
-            );
+        if let Some(withheld) = self.withheld_for_refund(&key, kind, &resource) {
+            return withheld;
         }
         if kind == "revocation" {
             self.revoked.insert(resource);
         }
+        self.ship(key, kind, &body, now, signed_at)
+    }
+
+    /// The signature (Standard Webhooks), `Idempotency-Key` = `webhook-id` = the body's `id`,
+    /// a JSON body: the key, the body and when it was signed; or the refusal (401, 400).
+    fn admit(&mut self, req: &Incoming, now: i64) -> Result<(String, Value, i64), Action> {
+        let headers = WebhookHeaders::from_pairs(req.headers.iter().copied());
+        let signed_at = match standard_webhooks::verify(
+            &self.secret,
+            &headers,
+            req.body,
+            now,
+            self.tolerance,
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                self.rejected += 1;
+                return Err(refuse(401, e.code()));
+            }
+        };
+        // verify() has checked that webhook-id is there
+        let id = headers.id.unwrap_or_default().trim().to_string();
+        let key = req.header("Idempotency-Key").unwrap_or(&id).to_string();
+        if key != id {
+            self.invalid += 1;
+            return Err(refuse(400, "idempotency_key_differs_from_webhook_id"));
+        }
+        let Ok(body) = serde_json::from_slice::<Value>(req.body) else {
+            self.invalid += 1;
+            return Err(refuse(400, "body_not_json"));
+        };
+        if body["id"].as_str() != Some(id.as_str()) {
+            self.invalid += 1;
+            return Err(refuse(400, "body_id_differs_from_webhook_id"));
+        }
+        Ok((key, body, signed_at))
+    }
+
+    /// A refund that reached the order system first (CONTRACT §3): a revocation of a
+    /// fulfilment never accepted, and any fulfilment of that resource after it, are answered
+    /// 2xx and ship nothing. `None`: ship it.
+    fn withheld_for_refund(&mut self, key: &str, kind: &str, resource: &str) -> Option<Action> {
+        let fulfilled = |s: &Self| {
+            s.shipped
+                .iter()
+                .any(|x| x.kind == "fulfilment" && x.resource_id.as_deref() == Some(resource))
+        };
+        if kind == "revocation" && !fulfilled(self) {
+            // a revocation of a fulfilment never accepted: 2xx, nothing shipped, nothing to
+            // undo; a fulfilment arriving after it ships nothing either
+            self.seen.insert(key.to_string());
+            self.revoked.insert(resource.to_string());
+            self.revoked_unshipped += 1;
+            return Some(reply(
+                200,
+                json!({ "received": true, "duplicate": false, "shipped": false }),
+            ));
+        }
+        if kind == "fulfilment" && self.revoked.contains(resource) {
+            self.seen.insert(key.to_string());
+            self.withheld += 1;
+            return Some(reply(
+                200,
+                json!({ "received": true, "duplicate": false, "shipped": false, "revoked": true }),
+            ));
+        }
+        None
+    }
+
+    /// Records the effect as shipped (its key seen from now on); the 200 carries it for the
+    /// server to print.
+    fn ship(&mut self, id: String, kind: &str, body: &Value, now: i64, signed_at: i64) -> Action {
+        let text = |k: &str| body[k].as_str().map(str::to_string);
         let shipped = Shipped {
             id: id.clone(),
             kind: kind.to_string(),
@@ -377,7 +406,7 @@ impl OrderSystem {
             received_at: now,
             signed_at,
         };
-        self.seen.insert(key);
+        self.seen.insert(id);
         self.shipped.push(shipped.clone());
         Action::Reply {
             status: 200,
