@@ -61,6 +61,12 @@ pub struct DeliveryRow {
     pub reason: Option<String>,
     #[serde(deserialize_with = "int")]
     pub generation: i64,
+    /// When its body left D1 for the archive (CONTRACT §10), and the object holding it.
+    #[serde(default)]
+    pub archived_at: Option<String>,
+    #[serde(default)]
+    pub archive_key: Option<String>,
+    /// The raw body; `None` where not loaded, or once archived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
 }

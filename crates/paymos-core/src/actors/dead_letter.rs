@@ -89,6 +89,8 @@ mod tests {
             replays: 0,
             reason: None,
             generation,
+            archived_at: None,
+            archive_key: None,
             body: None,
         }
     }

@@ -18,7 +18,9 @@ statement!(
     ["event_id"],
     "SELECT ",
     delivery_columns!(),
-    ", body FROM webhook_delivery WHERE event_id = ?1"
+    ", ",
+    body_column!(),
+    " FROM webhook_delivery WHERE event_id = ?1"
 );
 
 statement!(
@@ -27,7 +29,9 @@ statement!(
     // a consumer batch's deliveries in one query (a JSON array of ids)
     "SELECT ",
     delivery_columns!(),
-    ", body FROM webhook_delivery \
+    ", ",
+    body_column!(),
+    " FROM webhook_delivery \
      WHERE event_id IN (SELECT value FROM json_each(?1))"
 );
 
@@ -107,11 +111,12 @@ statement!(
 statement!(
     RESET_FOR_REPLAY,
     ["event_id"],
-    // a new generation: messages of the old one can no longer mark it dead
+    // a new generation: messages of the old one can no longer mark it dead. Not while its body
+    // is in the archive: the replay restores it first, in the same batch (archive.rs)
     "UPDATE webhook_delivery SET processed_at = NULL, outcome = NULL, reason = NULL, \
        attempts = 0, last_error = NULL, replays = replays + 1, generation = generation + 1, \
        enqueued_at = ",
     now!(),
     " \
-     WHERE event_id = ?1 RETURNING generation"
+     WHERE event_id = ?1 AND archived_at IS NULL RETURNING generation"
 );

@@ -161,13 +161,14 @@ statement!(
         "limit"
     ],
     // the next chunk after the cursor, oldest first, reset for replay as RESET_FOR_REPLAY
-    // does (a new generation each); the caller sends the returned ids
+    // does (a new generation each, and not while its body is in the archive: the replay
+    // restores those first, in the same batch); the caller sends the returned ids
     "UPDATE webhook_delivery SET processed_at = NULL, outcome = NULL, reason = NULL, \
        attempts = 0, last_error = NULL, replays = replays + 1, generation = generation + 1, \
        enqueued_at = ",
     now!(),
     " \
-     WHERE event_id IN (SELECT event_id FROM webhook_delivery WHERE ",
+     WHERE archived_at IS NULL AND event_id IN (SELECT event_id FROM webhook_delivery WHERE ",
     replay_filter!(),
     " \
        AND (?6 IS NULL OR received_at > ?6 OR (received_at = ?6 AND event_id > ?7)) \

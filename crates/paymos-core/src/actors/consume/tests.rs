@@ -38,6 +38,8 @@ fn row(id: &str, event_type: &str, livemode: bool, processed: bool) -> DeliveryR
         replays: 0,
         reason: None,
         generation: 0,
+        archived_at: None,
+        archive_key: None,
         body: Some(body),
     }
 }

@@ -1,0 +1,190 @@
+//! The archive (CONTRACT §10): archiving runs, the chunks they select, the bodies they
+//! remove once their object is verified, the archive's state, and the restore a replay makes.
+//!
+//! "Processed" is `processed_at IS NOT NULL`: every statement that sets it sets the outcome in
+//! the same write (applied, stale, ignored, dead). Each selection below repeats the partial
+//! index's condition (`processed_at IS NOT NULL AND archived_at IS NULL`, migration 0008) so
+//! that SQLite reads the index, which holds only the bodies still in D1.
+
+use super::Statement;
+
+/// A run's columns, as `actors::archive::RunRow` reads them.
+macro_rules! archive_run_columns {
+    () => {
+        "id, started_by, before, cursor_received_at, cursor_event_id, archived, objects"
+    };
+}
+
+statement!(
+    OPEN_ARCHIVE_RUN,
+    [],
+    // the daily run to continue, if one is unfinished (an operator's run is one call, never
+    // continued by the cron)
+    "UPDATE archive_run SET invocations = invocations + 1, updated_at = ",
+    now!(),
+    " \
+     WHERE id = (SELECT max(id) FROM archive_run WHERE state = 'running' AND started_by = 'daily') \
+     RETURNING ",
+    archive_run_columns!()
+);
+
+statement!(
+    SUPERSEDE_ARCHIVE_RUNS,
+    [],
+    // a new daily run covers what an unfinished one would have (its cutoff is later); an
+    // operator's run still `running` here is one whose invocation died before its end
+    "UPDATE archive_run SET state = 'superseded', finished_at = ",
+    now!(),
+    ", updated_at = ",
+    now!(),
+    " WHERE state = 'running'"
+);
+
+statement!(
+    START_ARCHIVE_RUN,
+    [
+        "started_by",
+        "before",
+        "cursor_received_at",
+        "cursor_event_id"
+    ],
+    // `before` normalised by SQLite to the stored form, so it compares with received_at
+    "INSERT INTO archive_run (started_by, before, cursor_received_at, cursor_event_id, \
+       invocations) \
+     VALUES (?1, strftime('%Y-%m-%dT%H:%M:%fZ', ?2), ?3, ?4, 1) \
+     RETURNING ",
+    archive_run_columns!()
+);
+
+statement!(
+    ARCHIVE_CANDIDATES,
+    ["before", "after_received_at", "after_event_id", "limit"],
+    // The next deliveries to archive after the cursor, oldest first, with their body's size
+    // in bytes (octet_length reads the record header, not the body), so that a chunk is cut
+    // before its bodies are loaded. The row value comparison seeks the index.
+    "SELECT event_id, received_at, octet_length(body) AS bytes FROM webhook_delivery \
+     WHERE processed_at IS NOT NULL AND archived_at IS NULL AND received_at < ?1 \
+       AND (received_at, event_id) > (coalesce(?2, ''), coalesce(?3, '')) \
+     ORDER BY received_at, event_id LIMIT ?4"
+);
+
+statement!(
+    ARCHIVE_BODIES,
+    ["event_ids"],
+    // a chunk's lines (a JSON array of ids), still processed and still holding their body
+    "SELECT event_id, resource_id, event_type, received_at, processed_at, outcome, body \
+     FROM webhook_delivery \
+     WHERE event_id IN (SELECT value FROM json_each(?1)) \
+       AND processed_at IS NOT NULL AND archived_at IS NULL \
+     ORDER BY received_at, event_id"
+);
+
+statement!(
+    REMOVE_ARCHIVED_BODIES,
+    ["processed_at_by_event_id", "archive_key"],
+    // Only once the object is written and read back. `?1` maps each line's event id to the
+    // processed_at written in its line: a delivery replayed (or replayed and processed again)
+    // since it was loaded keeps its body, and its line in the object is simply not pointed to.
+    "UPDATE webhook_delivery SET body = '', archived_at = ",
+    now!(),
+    ", archive_key = ?2 \
+     WHERE event_id IN (SELECT key FROM json_each(?1)) AND archived_at IS NULL \
+       AND processed_at = json_extract(?1, '$.\"' || event_id || '\"') \
+     RETURNING event_id"
+);
+
+statement!(
+    RECORD_ARCHIVE_CHUNK,
+    [
+        "id",
+        "cursor_received_at",
+        "cursor_event_id",
+        "event_ids",
+        "archive_key",
+        "bytes"
+    ],
+    // in the batch of REMOVE_ARCHIVED_BODIES: the cursor and the totals move with the removal
+    "UPDATE archive_run SET cursor_received_at = ?2, cursor_event_id = ?3, \
+       archived = archived + (SELECT count(*) FROM webhook_delivery \
+         WHERE event_id IN (SELECT value FROM json_each(?4)) AND archive_key = ?5), \
+       objects = objects + 1, bytes = bytes + ?6, updated_at = ",
+    now!(),
+    " WHERE id = ?1"
+);
+
+statement!(
+    FINISH_ARCHIVE_RUN,
+    ["id", "state", "error"],
+    // the end of an invocation's share: still `running` (the cron continues it), or over;
+    // a run superseded meanwhile keeps its state
+    "UPDATE archive_run SET state = ?2, error = ?3, updated_at = ",
+    now!(),
+    ", \
+       finished_at = CASE WHEN ?2 = 'running' THEN NULL ELSE ",
+    now!(),
+    " END \
+     WHERE id = ?1 AND state = 'running'"
+);
+
+statement!(
+    ARCHIVE_BACKLOG,
+    ["before", "cap"],
+    // Bodies of processed deliveries received before `before` still in D1, counted up to
+    // `cap` (a bounded read of the partial index, whatever the history), and the oldest body
+    // of a processed delivery still in D1.
+    "SELECT (SELECT count(*) FROM (SELECT 1 FROM webhook_delivery \
+       WHERE processed_at IS NOT NULL AND archived_at IS NULL \
+         AND received_at < strftime('%Y-%m-%dT%H:%M:%fZ', ?1) LIMIT ?2)) AS bodies, \
+     (SELECT min(received_at) FROM webhook_delivery \
+       WHERE processed_at IS NOT NULL AND archived_at IS NULL) AS oldest_received_at"
+);
+
+statement!(
+    LATEST_ARCHIVE_RUN,
+    [],
+    "SELECT ",
+    archive_run_columns!(),
+    ", state, bytes, invocations, error, started_at, updated_at, finished_at \
+     FROM archive_run ORDER BY id DESC LIMIT 1"
+);
+
+statement!(
+    ARCHIVED_AMONG,
+    ["event_ids"],
+    // which of these deliveries (a JSON array of ids) have their body in the archive
+    "SELECT event_id, archive_key FROM webhook_delivery \
+     WHERE event_id IN (SELECT value FROM json_each(?1)) AND archived_at IS NOT NULL"
+);
+
+statement!(
+    ARCHIVED_IN_REPLAY_CHUNK,
+    [
+        "event_type",
+        "resource_id",
+        "status",
+        "received_after",
+        "received_before",
+        "after_received_at",
+        "after_event_id",
+        "limit"
+    ],
+    // the archived rows of the chunk REPLAY_CHUNK would reset with the same arguments, with
+    // their position in it (1-based, oldest first)
+    "SELECT event_id, archive_key, pos FROM ( \
+       SELECT event_id, archive_key, row_number() OVER (ORDER BY received_at, event_id) AS pos \
+       FROM (SELECT event_id, received_at, archive_key FROM webhook_delivery WHERE ",
+    replay_filter!(),
+    " \
+         AND (?6 IS NULL OR received_at > ?6 OR (received_at = ?6 AND event_id > ?7)) \
+         ORDER BY received_at, event_id LIMIT ?8)) \
+     WHERE archive_key IS NOT NULL ORDER BY pos"
+);
+
+statement!(
+    RESTORE_BODY,
+    ["event_id", "archive_key", "body"],
+    // a replay's body back from its object, in the batch of the replay's reset: unarchived,
+    // it is archived again by a later run once processed and past retention
+    "UPDATE webhook_delivery SET body = ?3, archived_at = NULL, archive_key = NULL \
+     WHERE event_id = ?1 AND archive_key = ?2"
+);
