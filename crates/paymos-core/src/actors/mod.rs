@@ -9,6 +9,7 @@
 //! Test-only parameters (`Mutation`s) let the simulator's teeth revert a fix in this shared
 //! code; production drivers always pass the default (none).
 
+pub mod archive;
 pub mod consume;
 pub mod dead_letter;
 pub mod dispatch;
