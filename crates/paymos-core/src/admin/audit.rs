@@ -10,7 +10,7 @@
 //! when the outcome is known before the batch runs, or a statement that decides it inside the
 //! transaction (as `AUDIT_REDELIVER` does) when the write's guard decides it.
 
-use super::command::{BulkReplay, Command, Transition};
+use super::command::{Archive, BulkReplay, Command, Transition};
 use super::routes::Operation;
 use serde_json::{json, Map, Value};
 
@@ -57,6 +57,8 @@ words! {
         AlertAck = "alert_ack",
         /// `POST /reconcile`
         Reconcile = "reconcile",
+        /// `POST /archive`
+        Archive = "archive",
     }
 }
 
@@ -132,6 +134,7 @@ impl Record {
             Command::ReconcileNow { full } => {
                 (Action::Reconcile, None, object(json!({ "full": full })))
             }
+            Command::Archive(a) => (Action::Archive, None, archive_detail(a)),
             Command::ListDeliveries(_)
             | Command::GetDelivery { .. }
             | Command::GetResource { .. }
@@ -162,6 +165,7 @@ impl Record {
                 | Operation::RedeliverEffect
                 | Operation::AckAlert
                 | Operation::ReconcileNow
+                | Operation::Archive
         )
     }
 }
@@ -189,6 +193,19 @@ fn transition_detail(t: &Transition) -> Map<String, Value> {
     put(&mut m, "order_ref", t.order_ref.as_deref());
     put(&mut m, "amount", t.amount.as_deref());
     put(&mut m, "currency", t.currency.as_deref());
+    m
+}
+
+/// `before` as the command normalised it, and the `cursor` a continued run posted back.
+fn archive_detail(a: &Archive) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("before".into(), json!(a.before));
+    if let Some(c) = &a.after {
+        m.insert(
+            "cursor".into(),
+            json!(super::DeliveryCursor::text(&c.received_at, &c.event_id)),
+        );
+    }
     m
 }
 
@@ -279,6 +296,7 @@ mod tests {
             ("POST", "effects/eff_1/redeliver", ""),
             ("POST", "alerts/alt_1/ack", ""),
             ("POST", "reconcile", ""),
+            ("POST", "archive", r#"{"before":"2026-01-01"}"#),
         ];
         let mut actions = std::collections::HashSet::new();
         for (m, p, b) in writes {

@@ -54,6 +54,18 @@ pub enum Command {
     ListAudit(AuditQuery),
     /// `GET /openapi.json`: the admin API's OpenAPI 3.1 document (CONTRACT §12).
     OpenApi,
+    /// `POST /archive` (CONTRACT §10)
+    Archive(Archive),
+}
+
+/// `POST /archive`: archive now, as the daily run does, the processed deliveries received
+/// before `before`; `after` continues a previous call (its `next_cursor`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Archive {
+    /// Normalised by [`normalize_iso8601`]; that it is not in the future is the Worker's check
+    /// (it has the clock).
+    pub before: String,
+    pub after: Option<DeliveryCursor>,
 }
 
 /// A delivery status filter: `received`, `processed`, or an outcome (the statement reads it).
@@ -267,6 +279,7 @@ impl Command {
             Operation::WhoAmI => Command::WhoAmI,
             Operation::ListAudit => Command::ListAudit(audit_query(query)?),
             Operation::OpenApi => Command::OpenApi,
+            Operation::Archive => Command::Archive(archive(&text(body))?),
         })
     }
 
@@ -289,6 +302,7 @@ impl Command {
             Command::WhoAmI => Operation::WhoAmI,
             Command::ListAudit(_) => Operation::ListAudit,
             Command::OpenApi => Operation::OpenApi,
+            Command::Archive(_) => Operation::Archive,
         }
     }
 }
@@ -459,6 +473,27 @@ fn bulk_replay(text: &str) -> Result<BulkReplay, CommandError> {
         after: clean(&body.cursor).map(DeliveryCursor::parse).transpose()?,
         dry_run: body.dry_run,
         filter,
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArchiveRequest {
+    before: String,
+    cursor: Option<String>,
+}
+
+const ARCHIVE_BODY: &str = r#"the body is {"before":"<ISO-8601 time>","cursor"?:"<next_cursor>"}"#;
+
+/// Checked in this order: the JSON, the time, the cursor.
+fn archive(text: &str) -> Result<Archive, CommandError> {
+    let body: ArchiveRequest = serde_json::from_str(text)
+        .map_err(|e| bad_request("invalid_json", format!("{ARCHIVE_BODY}: {e}")))?;
+    let before = normalize_iso8601(&body.before)
+        .ok_or_else(|| bad_request("invalid_time", "before is not an ISO-8601 time"))?;
+    Ok(Archive {
+        before,
+        after: clean(&body.cursor).map(DeliveryCursor::parse).transpose()?,
     })
 }
 

@@ -12,8 +12,8 @@ pub mod paging;
 pub mod routes;
 
 pub use command::{
-    AuditQuery, BulkReplay, Command, DeliveryQuery, DispatchFilter, EffectQuery, MetricsFormat,
-    ReplayFilter, StatusFilter, Transition, MAX_FIELD_CHARS, MAX_REASON_CHARS,
+    Archive, AuditQuery, BulkReplay, Command, DeliveryQuery, DispatchFilter, EffectQuery,
+    MetricsFormat, ReplayFilter, StatusFilter, Transition, MAX_FIELD_CHARS, MAX_REASON_CHARS,
 };
 pub use paging::{DeliveryCursor, Page, DEFAULT_PAGE, MAX_PAGE};
 pub use routes::{Operation, RequestBody, Resolved, Route, ROUTES};

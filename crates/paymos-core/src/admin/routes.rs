@@ -41,6 +41,7 @@ operations! {
     ListAudit,
     /// This API's OpenAPI document (CONTRACT §12).
     OpenApi,
+    Archive,
 }
 
 /// Whether a route reads a JSON request body.
@@ -174,6 +175,13 @@ pub const ROUTES: &[Route] = &[
         "getOpenApi",
         Operation::OpenApi,
         B::None,
+    ),
+    route(
+        Post,
+        "/archive",
+        "archiveNow",
+        Operation::Archive,
+        B::Required,
     ),
 ];
 
@@ -352,6 +360,9 @@ mod tests {
             ("GET", "openapi.json", Ok(O::OpenApi)),
             ("POST", "openapi.json", not_allowed("GET")),
             ("GET", "openapi", Err(CommandError::NotFound)),
+            ("POST", "archive", Ok(O::Archive)),
+            ("POST", "archive/", Ok(O::Archive)),
+            ("GET", "archive", not_allowed("POST")),
             ("DELETE", "deliveries", not_allowed("GET")),
             ("POST", "deliveries", not_allowed("GET")),
             ("HEAD", "deliveries", not_allowed("GET")),

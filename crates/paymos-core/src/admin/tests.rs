@@ -160,6 +160,15 @@ fn samples() -> Vec<(&'static str, &'static str, &'static str, Command)> {
             Command::ListAudit(AuditQuery::default()),
         ),
         ("GET", "openapi.json", "", Command::OpenApi),
+        (
+            "POST",
+            "archive",
+            r#"{"before":"2026-01-01"}"#,
+            Command::Archive(Archive {
+                before: id("2026-01-01"),
+                after: None,
+            }),
+        ),
     ]
 }
 
@@ -769,7 +778,7 @@ fn audit_log_filters() {
         refused(get("audit", "action=Transition")),
         (
             "invalid_action",
-            "action is one of transition, replay, bulk_replay, redeliver, alert_ack, reconcile"
+            "action is one of transition, replay, bulk_replay, redeliver, alert_ack, reconcile, archive"
                 .to_string()
         )
     );
@@ -779,4 +788,49 @@ fn audit_log_filters() {
         "invalid_cursor"
     );
     assert_eq!(code(get("audit", "limit=0")), "invalid_limit");
+}
+
+#[test]
+fn archive_body() {
+    let archive = |body: &str| match post("archive", body) {
+        Ok(Command::Archive(a)) => a,
+        other => panic!("{other:?}"),
+    };
+    let a = archive(r#"{"before":" 2026-01-01T03:17:00Z "}"#);
+    assert_eq!(a.before, "2026-01-01T03:17:00Z");
+    assert_eq!(a.after, None);
+    let a = archive(r#"{"before":"2026-01-01","cursor":"2025-12-01T00:00:00.000Z~evt_1"}"#);
+    assert_eq!(
+        a.after,
+        Some(DeliveryCursor {
+            received_at: "2025-12-01T00:00:00.000Z".into(),
+            event_id: "evt_1".into()
+        })
+    );
+    assert_eq!(
+        archive(r#"{"before":"2026-01-01","cursor":""}"#).after,
+        None
+    );
+    for bad in [
+        "",
+        "  ",
+        "{",
+        "[]",
+        "{}",
+        r#"{"before":1}"#,
+        r#"{"before":"2026-01-01","dry_run":true}"#,
+    ] {
+        let (c, m) = refused(post("archive", bad));
+        assert_eq!(c, "invalid_json", "{bad}");
+        assert!(m.starts_with("the body is {\"before\""), "{m}");
+    }
+    for bad in ["yesterday", "2026-02-30", "2026-01-01T25:00"] {
+        let body = format!(r#"{{"before":"{bad}"}}"#);
+        assert_eq!(code(post("archive", &body)), "invalid_time", "{bad}");
+    }
+    let body = r#"{"before":"2026-01-01","cursor":"nope"}"#;
+    assert_eq!(code(post("archive", body)), "invalid_cursor");
+    // the time is checked before the cursor
+    let body = r#"{"before":"soon","cursor":"nope"}"#;
+    assert_eq!(code(post("archive", body)), "invalid_time");
 }

@@ -180,8 +180,8 @@ macro_rules! replay_filter {
     };
 }
 
-mod audit;
 mod archive;
+mod audit;
 mod deliveries;
 mod operations;
 mod outbox;
@@ -189,8 +189,8 @@ mod reconciliation;
 mod resources;
 mod transition;
 
-pub use audit::*;
 pub use archive::*;
+pub use audit::*;
 pub use deliveries::*;
 pub use operations::*;
 pub use outbox::*;
