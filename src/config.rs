@@ -141,6 +141,23 @@ const SIGNATURE_BURST: Numeric<i64> = Numeric {
     outside: Outside::Default,
 };
 
+// CONTRACT §10: at least 7 days in D1 (a shorter value asked for is raised to 7, and said)
+const RETENTION_DAYS: Numeric<u32> = Numeric {
+    name: "RETENTION_DAYS",
+    default: 30,
+    min: 7,
+    max: 36_500,
+    outside: Outside::Nearest,
+};
+// D1's cap on a database; the `database_size` alert opens at 80 % of it
+const DATABASE_SIZE_LIMIT: Numeric<u64> = Numeric {
+    name: "DATABASE_SIZE_LIMIT_BYTES",
+    default: 10_000_000_000,
+    min: 1,
+    max: 1_000_000_000_000_000,
+    outside: Outside::Default,
+};
+
 /// Every numeric setting not used as given: said in `warnings`, and logged by the cron.
 pub fn setting_warnings(env: &Env) -> Vec<String> {
     [
@@ -153,6 +170,8 @@ pub fn setting_warnings(env: &Env) -> Vec<String> {
         number_warning(env, &ORDER_TIMEOUT),
         number_warning(env, &RETRY_SCALE),
         number_warning(env, &SIGNATURE_BURST),
+        number_warning(env, &RETENTION_DAYS),
+        number_warning(env, &DATABASE_SIZE_LIMIT),
     ]
     .into_iter()
     .flatten()
@@ -338,6 +357,18 @@ pub fn signature_burst(env: &Env) -> i64 {
     number(env, &SIGNATURE_BURST)
 }
 
+/// How long a processed delivery keeps its body in D1 before the daily run archives it
+/// (CONTRACT §10): `RETENTION_DAYS`, default 30, at least 7.
+pub fn retention_days(env: &Env) -> u32 {
+    number(env, &RETENTION_DAYS)
+}
+
+/// A test-only fault of the archive's driver (`src/archive.rs`), never set in a deployment:
+/// said in the warnings when it is.
+pub fn archive_fault(env: &Env) -> Option<String> {
+    string(env, "ARCHIVE_FAULT")
+}
+
 /// Configuration that will make something fail or stay silent, said plainly (CONTRACT §4):
 /// shown in `/admin/api/metrics` and on the page.
 pub fn warnings(env: &Env) -> Vec<String> {
@@ -373,5 +404,6 @@ pub fn warnings(env: &Env) -> Vec<String> {
         Err(e) => w.push(format!("alerts cannot be sent: {e}")),
         Ok(Some(_)) => {}
     }
+    w.extend(crate::archive::warnings(env));
     w
 }

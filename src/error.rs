@@ -27,6 +27,9 @@ pub enum AppError {
     BadRequest(&'static str, String),
     /// 502: the provider's API failed us (reconciliation).
     Upstream(String),
+    /// 502: the archive in R2 failed us: a run that could not write or verify an object, a
+    /// body that cannot be read back (CONTRACT §10).
+    Archive(String),
     /// 503: a feature needs configuration this deployment lacks.
     NotConfigured(&'static str, String),
     /// 503 so that the sender retries.
@@ -46,7 +49,7 @@ impl AppError {
             AppError::NotFound => 404,
             AppError::Forbidden(_) => 403,
             AppError::Conflict(..) => 409,
-            AppError::Upstream(_) => 502,
+            AppError::Upstream(_) | AppError::Archive(_) => 502,
             AppError::Database(_) | AppError::NotConfigured(..) => 503,
             AppError::Internal(_) => 500,
         }
@@ -66,6 +69,7 @@ impl AppError {
             | AppError::NotConfigured(code, _)
             | AppError::Conflict(code, _) => code,
             AppError::Upstream(_) => "provider_api_error",
+            AppError::Archive(_) => "archive_failed",
             AppError::Database(_) => "database_unavailable",
             AppError::Internal(_) => "internal_error",
         }
@@ -87,6 +91,7 @@ impl AppError {
             AppError::Envelope(e) => Some(e.to_string()),
             AppError::BadRequest(_, m)
             | AppError::Upstream(m)
+            | AppError::Archive(m)
             | AppError::NotConfigured(_, m)
             | AppError::Conflict(_, m) => Some(m.clone()),
             AppError::PayloadTooLarge => Some("the body exceeds the size limit".into()),

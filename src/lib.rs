@@ -4,6 +4,7 @@
 mod access;
 mod admin;
 mod alerts;
+mod archive;
 mod body;
 mod config;
 mod consume;
@@ -25,7 +26,8 @@ use serde_json::json;
 use worker::{event, Env, Request, Response, Result, ScheduleContext, ScheduledEvent};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// The daily cron in wrangler.toml; every other cron runs the sweeper.
+/// The daily cron in wrangler.toml (reconciliation, the day's archiving run); every other cron
+/// runs the sweepers and continues what the daily one left unfinished.
 const RECONCILE_CRON: &str = "17 3 * * *";
 
 /// The fetch handler, exported by hand rather than with `#[event(fetch)]` (as the queue handler
@@ -221,15 +223,20 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     } else {
         reconcile::Start::ContinueOnly
     };
+    // the archive's share first off the top (the daily run, or continuing it), run after the
+    // sweepers so that it never holds them back
+    let archive_share = archive::cron_share(budget);
+    let budget = budget - archive_share;
     if let Err(e) = reconcile::run(&env, start, budget / 2).await {
         log::line("reconcile", "-", "error", Some(e.code()));
     }
     if let Err(e) = consume::sweep(&env, budget / 4).await {
         log::line("sweep", "-", "error", Some(e.code()));
     }
-    if let Err(e) = effects::sweep(&env, budget / 4 - 2).await {
+    if let Err(e) = effects::sweep(&env, (budget / 4).saturating_sub(2)).await {
         log::line("sweep_effects", "-", "error", Some(e.code()));
     }
+    archive::scheduled(&env, event.cron() == RECONCILE_CRON, archive_share).await;
     // this isolate's counters first, so the alerts see them; then the alerts, last: a failing
     // alert webhook never holds back the sweepers
     counters::flush(&env, 0).await;

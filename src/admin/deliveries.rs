@@ -47,16 +47,24 @@ fn delivery_status(d: &DeliveryRow) -> &'static str {
     }
 }
 
+/// A delivery as the API shows it. An archived one (CONTRACT §10) answers as before, with
+/// `archived: true`, `archived_at`, `archive_key` and `body: null`: its body is in that
+/// object, read back by a replay (or by `docs/recovery.md`'s script), not by a GET, which
+/// stays one D1 read and answers while R2 does not.
 fn delivery_json(d: DeliveryRow) -> Value {
     let status = delivery_status(&d);
+    let archived = d.archived_at.is_some();
     let body = d
         .body
         .as_deref()
         .map(|b| serde_json::from_str::<Value>(b).unwrap_or(Value::Null));
     let mut v = serde_json::to_value(DeliveryRow { body: None, ..d }).unwrap_or(Value::Null);
     v["status"] = json!(status);
+    v["archived"] = json!(archived);
     if let Some(b) = body {
         v["body"] = b;
+    } else if archived {
+        v["body"] = Value::Null;
     }
     v
 }

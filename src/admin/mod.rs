@@ -75,6 +75,7 @@ async fn apply(
         Command::WhoAmI => crate::access::whoami(actor),
         Command::ListAudit(q) => audit::list(env, &q).await,
         Command::OpenApi => audit::openapi(),
+        Command::Archive(a) => crate::archive::admin(env, &a, &written(record)?).await,
     }
 }
 

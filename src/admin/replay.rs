@@ -14,7 +14,8 @@ use worker::{Env, Response};
 /// reset and its audit row are one batch.
 pub async fn one(env: &Env, id: &str, record: &Record) -> AppResult<Response> {
     let db = sql::database(env)?;
-    let generation = sql::reset_for_replay(&db, id, record)
+    // an archived body is restored from R2 in the reset's batch (archive.rs)
+    let generation = crate::archive::reset_for_replay(env, &db, id, record)
         .await?
         .ok_or(AppError::NotFound)?;
     // the reset row is durable and unprocessed: a failed send is picked up by the sweeper

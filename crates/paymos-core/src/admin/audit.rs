@@ -79,13 +79,15 @@ words! {
         Redelivered = "redelivered",
         /// An alert acknowledged.
         Acknowledged = "acknowledged",
-        /// A reconciliation that finished and found nothing wrong.
+        /// A reconciliation that finished and found nothing wrong; an archiving run that
+        /// archived all it was asked to.
         Ok = "ok",
         /// A reconciliation that finished with missing invoices or doubled effects.
         Findings = "findings",
         /// A reconciliation cut short (the provider failed part-way, or a page did not move).
         Truncated = "truncated",
-        /// A reconciliation larger than one invocation: it goes on by cron.
+        /// A reconciliation larger than one invocation: it goes on by cron. An archiving run
+        /// that stopped at its budget: it goes on when its `next_cursor` is posted back.
         Running = "running",
         /// 404: the target does not exist.
         NotFound = "not_found",
@@ -237,6 +239,15 @@ pub fn reconcile_outcome(state: &str, ok: bool) -> Outcome {
         "running" => Outcome::Running,
         _ if ok => Outcome::Ok,
         _ => Outcome::Findings,
+    }
+}
+
+/// An operator's archiving run's outcome, from its `state` (`done`, `partial`, `failed`).
+pub fn archive_outcome(state: &str) -> Outcome {
+    match state {
+        "done" => Outcome::Ok,
+        "partial" => Outcome::Running,
+        _ => Outcome::Failed,
     }
 }
 

@@ -46,10 +46,15 @@ statement!(
 statement!(
     AUDIT_REPLAY,
     ["actor", "action", "target", "detail"],
-    // after RESET_FOR_REPLAY: a delivery on record was reset
+    // after RESET_FOR_REPLAY: a delivery on record was reset. None while its body is archived:
+    // RESET_FOR_REPLAY left it as it was, and the replay restores the body and resets it in
+    // a batch of its own, with this row (archive.rs), so one replay has one row
     audit_select!(),
     "CASE WHEN EXISTS (SELECT 1 FROM webhook_delivery WHERE event_id = ?3) \
-       THEN 'replayed' ELSE 'not_found' END RETURNING outcome"
+       THEN 'replayed' ELSE 'not_found' END \
+     WHERE NOT EXISTS (SELECT 1 FROM webhook_delivery \
+                        WHERE event_id = ?3 AND archived_at IS NOT NULL) \
+     RETURNING outcome"
 );
 
 statement!(

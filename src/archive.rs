@@ -1,0 +1,562 @@
+//! The archive in R2 (CONTRACT §10): the driver of the core's archiving run
+//! (`paymos_core::actors::archive`, where every decision is), the daily cron and its
+//! continuation, `POST /admin/api/archive`, the archive's state for the metrics, and the
+//! restore a replay makes of an archived body.
+//!
+//! gzip: the runtime's `CompressionStream` / `DecompressionStream`, not a Rust codec. They are
+//! native in workerd (and in Miniflare), so the wasm carries only the few bindings below
+//! instead of a deflate implementation (README, "Sizes", measured with `miniz_oxide` too).
+//!
+//! A replay of an archived delivery reads its body back from its object, checks the object's
+//! SHA-256 against the one recorded at the write, and puts the body back in the row in the
+//! same D1 batch as the replay's reset (`RESTORE_BODY`, then `RESET_FOR_REPLAY` or
+//! `REPLAY_CHUNK`, which leave an archived row alone): the consumer needs no change, and the
+//! next archiving run archives it again once it is processed and past retention. A row
+//! archived between the replay's look and its batch is not reset (the statements check), so
+//! a reset row always has its body: the single replay then tries again; a bulk replay counts
+//! it out of `reset`.
+
+use crate::error::{AppError, AppResult};
+use crate::sql::{self, DbError};
+use crate::{config, log};
+use paymos_core::actors::archive::{
+    self as core, Candidate, Line, ReadBack, Report, Run, RunRow, RunState, Settings, Start, Step,
+    MIN_SHARE,
+};
+use paymos_core::admin::audit::{archive_outcome, Outcome, Record};
+use paymos_core::admin::Archive;
+use paymos_core::statements::{self as st, Arg, Bound};
+use paymos_core::time::iso_minute;
+use serde::Deserialize;
+use serde_json::json;
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::{JsCast, JsValue};
+use worker::js_sys::{Promise, Uint8Array};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::worker_sys::web_sys;
+use worker::{D1Database, Date, Env, Response};
+
+#[wasm_bindgen]
+extern "C" {
+    type CompressionStream;
+    #[wasm_bindgen(constructor, catch)]
+    fn new(format: &str) -> Result<CompressionStream, JsValue>;
+
+    type DecompressionStream;
+    #[wasm_bindgen(constructor, catch)]
+    fn new(format: &str) -> Result<DecompressionStream, JsValue>;
+
+    /// The `ARCHIVE` binding (an `R2Bucket`), with the two methods used here, bound directly:
+    /// workers-rs's R2 wrapper (builders, `HashMap`s of metadata) cost the wasm more.
+    #[derive(Clone)]
+    pub type R2;
+    #[wasm_bindgen(method, catch)]
+    fn put(this: &R2, key: &str, value: &Uint8Array, options: &JsValue)
+        -> Result<Promise, JsValue>;
+    #[wasm_bindgen(method, catch)]
+    fn get(this: &R2, key: &str) -> Result<Promise, JsValue>;
+
+    /// A `ReadableStream`, with the one method web-sys does not bind here.
+    #[wasm_bindgen(js_name = ReadableStream)]
+    type Readable;
+    #[wasm_bindgen(method, catch, js_name = pipeThrough)]
+    fn pipe_through(
+        this: &Readable,
+        transform: &JsValue,
+    ) -> Result<web_sys::ReadableStream, JsValue>;
+}
+
+fn js_error(e: JsValue) -> String {
+    e.dyn_ref::<worker::js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| e.as_string())
+        .unwrap_or_else(|| format!("{e:?}"))
+}
+
+/// `bytes` through a (de)compression stream, read to the end as a `Response` reads it.
+async fn through(bytes: &[u8], transform: &JsValue) -> Result<web_sys::Response, String> {
+    let input = Uint8Array::from(bytes);
+    let source = web_sys::Response::new_with_opt_js_u8_array(Some(&input)).map_err(js_error)?;
+    let stream = source.body().ok_or("no body stream")?;
+    let piped = stream
+        .unchecked_ref::<Readable>()
+        .pipe_through(transform)
+        .map_err(js_error)?;
+    web_sys::Response::new_with_opt_readable_stream(Some(&piped)).map_err(js_error)
+}
+
+async fn settle(promise: Result<Promise, JsValue>) -> Result<JsValue, String> {
+    JsFuture::from(promise.map_err(js_error)?)
+        .await
+        .map_err(js_error)
+}
+
+/// gzip, by the runtime.
+pub async fn gzip(text: &str) -> Result<Vec<u8>, String> {
+    let cs: JsValue = CompressionStream::new("gzip").map_err(js_error)?.into();
+    let out = through(text.as_bytes(), &cs).await?;
+    let buffer = settle(out.array_buffer()).await?;
+    Ok(Uint8Array::new(&buffer).to_vec())
+}
+
+/// The text a gzip holds, by the runtime (an error for anything that is not gzip, or not UTF-8).
+pub async fn gunzip(bytes: &[u8]) -> Result<String, String> {
+    let ds: JsValue = DecompressionStream::new("gzip").map_err(js_error)?.into();
+    let out = through(bytes, &ds).await?;
+    let buffer = settle(out.array_buffer()).await?;
+    String::from_utf8(Uint8Array::new(&buffer).to_vec()).map_err(|e| e.to_string())
+}
+
+/// A test-only fault of this driver (`ARCHIVE_FAULT`), between the write and the read-back:
+/// `drop_put` makes the binding lose the put (as a write that never landed), `corrupt_read`
+/// flips a byte of what is read back. The verification that catches them is the real one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    DropPut,
+    CorruptRead,
+}
+
+fn fault(env: &Env) -> Option<Fault> {
+    match config::archive_fault(env)?.trim() {
+        "drop_put" => Some(Fault::DropPut),
+        "corrupt_read" => Some(Fault::CorruptRead),
+        _ => None,
+    }
+}
+
+/// The `ARCHIVE` R2 bucket, if bound. Without it nothing is archived or removed.
+pub fn bucket(env: &Env) -> Option<R2> {
+    let b = worker::js_sys::Reflect::get(env, &JsValue::from_str("ARCHIVE")).ok()?;
+    b.is_object().then(|| b.unchecked_into())
+}
+
+/// `R2Bucket.put`, with the object's content type, custom metadata and SHA-256 (R2 refuses
+/// bytes that do not have it).
+async fn r2_put(bucket: &R2, object: &core::Object) -> Result<(), String> {
+    let set = |o: &JsValue, k: &str, v: &JsValue| {
+        worker::js_sys::Reflect::set(o, &JsValue::from_str(k), v).map(|_| ())
+    };
+    let options: JsValue = worker::js_sys::Object::new().into();
+    let http: JsValue = worker::js_sys::Object::new().into();
+    let custom: JsValue = worker::js_sys::Object::new().into();
+    let built = (|| {
+        set(&http, "contentType", &"application/gzip".into())?;
+        for (k, v) in &object.metadata {
+            set(&custom, k, &JsValue::from_str(v))?;
+        }
+        set(&options, "httpMetadata", &http)?;
+        set(&options, "customMetadata", &custom)?;
+        set(&options, "sha256", &JsValue::from_str(&object.sha256))
+    })();
+    built.map_err(js_error)?;
+    let value = Uint8Array::from(object.gzip.as_slice());
+    settle(bucket.put(&object.key, &value, &options)).await?;
+    Ok(())
+}
+
+/// `R2Bucket.get`: the object's bytes and its recorded SHA-256 (custom metadata `sha256`), or
+/// `None` when there is no object under the key.
+async fn r2_get(bucket: &R2, key: &str) -> Result<Option<(Vec<u8>, Option<String>)>, String> {
+    let object = settle(bucket.get(key)).await?;
+    if object.is_null() || object.is_undefined() {
+        return Ok(None);
+    }
+    let get = |o: &JsValue, k: &str| worker::js_sys::Reflect::get(o, &JsValue::from_str(k));
+    let sha = get(&object, "customMetadata")
+        .and_then(|m| get(&m, "sha256"))
+        .ok()
+        .and_then(|v| v.as_string());
+    let read: worker::js_sys::Function = get(&object, "arrayBuffer")
+        .map_err(js_error)?
+        .dyn_into()
+        .map_err(js_error)?;
+    let promise = read.call0(&object).map(|p| p.unchecked_into::<Promise>());
+    let buffer = settle(promise).await?;
+    Ok(Some((Uint8Array::new(&buffer).to_vec(), sha)))
+}
+
+/// What the archive needs that is missing or odd, said in `config::warnings`.
+pub fn warnings(env: &Env) -> Vec<String> {
+    let mut w = Vec::new();
+    if bucket(env).is_none() {
+        w.push(
+            "ARCHIVE (an R2 binding) is not set: no body is archived or removed from D1, which \
+             keeps growing"
+                .into(),
+        );
+    }
+    if let Some(f) = config::archive_fault(env) {
+        w.push(format!(
+            "ARCHIVE_FAULT is {:?}: a test setting that makes every archiving run fail",
+            f.chars().take(40).collect::<String>()
+        ));
+    }
+    let share = cron_share(config::invocation_budget(env));
+    if share < MIN_SHARE {
+        w.push(format!(
+            "INVOCATION_BUDGET leaves the cron {share} operations for archiving, less than a \
+             chunk needs ({MIN_SHARE}): only POST /admin/api/archive archives"
+        ));
+    }
+    w
+}
+
+/// The cron's share of an invocation's budget for archiving.
+pub fn cron_share(budget: u32) -> u32 {
+    budget / 5
+}
+
+fn now_unix() -> i64 {
+    (Date::now().as_millis() / 1000) as i64
+}
+
+/// The retention cutoff now: deliveries received before it are past retention.
+pub fn cutoff(env: &Env) -> String {
+    let days = i64::from(config::retention_days(env));
+    iso_minute(now_unix() - days * 86_400)
+}
+
+// ---------------------------------------------------------------- the run's driver
+
+#[derive(Deserialize)]
+struct Removed {}
+
+#[derive(Deserialize)]
+struct Bodies {
+    #[serde(deserialize_with = "paymos_core::rows::int")]
+    bodies: i64,
+}
+
+fn db_error(e: &DbError) -> String {
+    e.0.clone()
+}
+
+/// One invocation's share of a run: each step the core asks for, done.
+pub async fn run(env: &Env, bucket: &R2, db: &D1Database, start: Start, budget: u32) -> Report {
+    let mut run = Run::new(start, Settings::new(budget));
+    let fault = fault(env);
+    let mut step = run.next();
+    loop {
+        step = match step {
+            Step::Open(statements) => match sql::run_batch(db, &statements).await {
+                Ok(results) => {
+                    let row = results
+                        .last()
+                        .map(|r| r.results::<RunRow>())
+                        .transpose()
+                        .map(|rows| rows.and_then(|r| r.into_iter().next()));
+                    match row {
+                        Ok(row) => {
+                            run.opened(row);
+                            run.next()
+                        }
+                        Err(e) => run.db_failed(&e.to_string()),
+                    }
+                }
+                Err(e) => run.db_failed(&db_error(&e)),
+            },
+            Step::Candidates(b) => match sql::all_rows::<Candidate>(db, b).await {
+                Ok(rows) => {
+                    run.candidates(rows);
+                    run.next()
+                }
+                Err(e) => run.db_failed(&db_error(&e)),
+            },
+            Step::Load(b) => match sql::all_rows::<Line>(db, b).await {
+                Ok(rows) => {
+                    run.loaded(rows);
+                    run.next()
+                }
+                Err(e) => run.db_failed(&db_error(&e)),
+            },
+            Step::Compress(text) => run.compressed(gzip(&text).await),
+            Step::Write(object) => {
+                let read = write_and_read_back(bucket, object, fault).await;
+                run.read_back(read)
+            }
+            Step::Remove(statements) => match sql::run_batch(db, &statements).await {
+                Ok(results) => {
+                    let removed = results
+                        .first()
+                        .map(|r| r.results::<Removed>().map(|v| v.len()))
+                        .transpose();
+                    match removed {
+                        Ok(n) => {
+                            run.removed(n.unwrap_or(0));
+                            run.next()
+                        }
+                        Err(e) => run.db_failed(&e.to_string()),
+                    }
+                }
+                Err(e) => run.db_failed(&db_error(&e)),
+            },
+            Step::Finish(b) => match sql::run_batch(db, &[b]).await {
+                Ok(_) => {
+                    run.finished();
+                    run.next()
+                }
+                Err(e) => run.db_failed(&db_error(&e)),
+            },
+            Step::Remaining(b) => match sql::all_rows::<Bodies>(db, b).await {
+                Ok(rows) => {
+                    run.remaining(rows.first().map_or(0, |r| r.bodies));
+                    run.next()
+                }
+                Err(e) => run.db_failed(&db_error(&e)),
+            },
+            Step::Done => break,
+        };
+    }
+    run.report()
+}
+
+/// Puts the object, gets it back and gunzips what was read.
+async fn write_and_read_back(bucket: &R2, object: core::Object, fault: Option<Fault>) -> ReadBack {
+    if fault != Some(Fault::DropPut) {
+        if let Err(e) = r2_put(bucket, &object).await {
+            return ReadBack::Failed(format!("the put failed: {e}"));
+        }
+    }
+    let mut bytes = match r2_get(bucket, &object.key).await {
+        Ok(Some((bytes, _))) => bytes,
+        Ok(None) => return ReadBack::Missing,
+        Err(e) => return ReadBack::Failed(format!("the read-back failed: {e}")),
+    };
+    if fault == Some(Fault::CorruptRead) {
+        let middle = bytes.len() / 2;
+        if let Some(b) = bytes.get_mut(middle) {
+            *b ^= 0x01;
+        }
+    }
+    let text = gunzip(&bytes).await;
+    ReadBack::Read { bytes, text }
+}
+
+fn log_report(stage: &str, r: &Report) {
+    let detail = format!(
+        "run {}: archived {}, objects {}, bytes {}{}",
+        r.run_id.map_or("-".into(), |i| i.to_string()),
+        r.archived,
+        r.objects,
+        r.bytes,
+        r.error
+            .as_deref()
+            .map(|e| format!("; {e}"))
+            .unwrap_or_default()
+    );
+    log::line(stage, "-", r.state.as_str(), Some(&detail));
+}
+
+/// The cron's part: the daily cron starts the day's run (now − `RETENTION_DAYS`), every other
+/// cron continues an unfinished one. Without an `ARCHIVE` binding nothing is done (the daily
+/// cron says so).
+pub async fn scheduled(env: &Env, daily: bool, budget: u32) {
+    let Some(bucket) = bucket(env) else {
+        if daily {
+            log::line(
+                "archive",
+                "-",
+                "not_configured",
+                Some("ARCHIVE is not bound: nothing is archived"),
+            );
+        }
+        return;
+    };
+    let db = match sql::database(env) {
+        Ok(db) => db,
+        Err(e) => {
+            log::line("archive", "-", "error", Some(&e.0));
+            return;
+        }
+    };
+    let start = if daily {
+        Start::Daily {
+            before: cutoff(env),
+        }
+    } else {
+        Start::Continue
+    };
+    let report = run(env, &bucket, &db, start, budget).await;
+    if report.state != RunState::NoRun {
+        log_report("archive", &report);
+    }
+}
+
+/// `POST /admin/api/archive`: within this invocation's budget; `{archived, remaining,
+/// next_cursor}` (and the run's id, state, objects, bytes). A failed run is a 502
+/// `archive_failed` saying why; nothing of its failing chunk was removed.
+pub async fn admin(env: &Env, a: &Archive, record: &Record) -> AppResult<Response> {
+    // any past time (a time to come would archive what has not happened yet), checked
+    // before anything runs: a refusal (400) is not audited, as the other writes'
+    if core::unix_of_time(&a.before).is_some_and(|t| t > now_unix()) {
+        return Err(AppError::BadRequest(
+            "invalid_time",
+            "before is in the future: archive what was received before a past time".into(),
+        ));
+    }
+    let result = archive_now(env, a).await;
+    // written after the run, with how it ended, as reconciliation's: the run spans many
+    // batches of its own (one per chunk); a row that cannot be written is logged
+    let outcome = match &result {
+        Ok((state, _)) => archive_outcome(state),
+        Err(_) => Outcome::Failed,
+    };
+    let written = match sql::database(env) {
+        Ok(db) => sql::insert_audit(&db, record, outcome).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = written {
+        log::line("audit", "-", "write_failed", Some(&e.0));
+    }
+    Ok(Response::from_json(&result?.1)?)
+}
+
+/// The operator's run: its state's word and the answer's body.
+async fn archive_now(env: &Env, a: &Archive) -> AppResult<(&'static str, serde_json::Value)> {
+    let bucket = bucket(env).ok_or_else(|| {
+        AppError::NotConfigured(
+            "archive_not_configured",
+            "ARCHIVE (an R2 binding) is not set: nothing can be archived".into(),
+        )
+    })?;
+    let db = sql::database(env)?;
+    let budget = config::invocation_budget(env).saturating_sub(2);
+    let start = Start::Admin {
+        before: a.before.clone(),
+        after: a.after.clone(),
+    };
+    let r = run(env, &bucket, &db, start, budget).await;
+    log_report("archive_admin", &r);
+    if r.state == RunState::Failed {
+        return Err(AppError::Archive(format!(
+            "{}; {} archived before it, nothing of the failing chunk removed",
+            r.error.as_deref().unwrap_or("the run failed"),
+            r.archived
+        )));
+    }
+    Ok((
+        r.state.as_str(),
+        json!({
+            "archived": r.archived,
+            "remaining": r.remaining,
+            "next_cursor": r.next_cursor,
+            "run_id": r.run_id,
+            "state": r.state.as_str(),
+            "objects": r.objects,
+            "bytes": r.bytes,
+            "before": r.before,
+        }),
+    ))
+}
+
+// ---------------------------------------------------------------- a replay's restore
+
+#[derive(Deserialize)]
+struct ArchivedRow {
+    event_id: String,
+    archive_key: String,
+}
+
+/// The bodies of `rows` read back from their objects: (event id, archive key, body) for a
+/// `RESTORE_BODY` each. Each object is read once and checked against the SHA-256 recorded
+/// at its write.
+async fn read_bodies(
+    bucket: &R2,
+    rows: &[(String, String)],
+) -> AppResult<Vec<(String, String, String)>> {
+    let mut keys: Vec<&str> = Vec::new();
+    for (_, key) in rows {
+        if !keys.contains(&key.as_str()) {
+            keys.push(key);
+        }
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for key in keys {
+        let (bytes, recorded) = r2_get(bucket, key)
+            .await
+            .map_err(|e| AppError::Archive(format!("{key} could not be read: {e}")))?
+            .ok_or_else(|| AppError::Archive(format!("{key} is not in the archive")))?;
+        core::check_object(key, &bytes, recorded.as_deref()).map_err(AppError::Archive)?;
+        let text = gunzip(&bytes)
+            .await
+            .map_err(|e| AppError::Archive(format!("{key} does not gunzip: {e}")))?;
+        let ids: Vec<&str> = rows
+            .iter()
+            .filter(|(_, k)| k == key)
+            .map(|(id, _)| id.as_str())
+            .collect();
+        let bodies = core::bodies_in(key, &text, &ids).map_err(AppError::Archive)?;
+        for (id, body) in ids.into_iter().zip(bodies) {
+            out.push((id.to_string(), key.to_string(), body));
+        }
+    }
+    Ok(out)
+}
+
+fn restore_statements(restored: &[(String, String, String)]) -> Vec<Bound<'_>> {
+    restored
+        .iter()
+        .map(|(id, key, body)| {
+            st::RESTORE_BODY.bind(vec![Arg::text(id), Arg::text(key), Arg::text(body)])
+        })
+        .collect()
+}
+
+fn no_bucket() -> AppError {
+    AppError::NotConfigured(
+        "archive_not_configured",
+        "the body is in the archive and ARCHIVE (an R2 binding) is not set: it cannot be read back"
+            .into(),
+    )
+}
+
+/// A single replay's reset (`RESET_FOR_REPLAY`, a new generation), its body first restored
+/// from the archive in the same batch when it is archived. `None`: no such delivery.
+pub async fn reset_for_replay(
+    env: &Env,
+    db: &D1Database,
+    event_id: &str,
+    record: &Record,
+) -> AppResult<Option<i64>> {
+    #[derive(Deserialize)]
+    struct Generation {
+        #[serde(deserialize_with = "paymos_core::rows::int")]
+        generation: i64,
+    }
+    // the common case, one statement: a row whose body is in D1
+    if let Some(g) = sql::reset_for_replay(db, event_id, record).await? {
+        return Ok(Some(g));
+    }
+    // absent, or archived (then restored and reset in one batch; once more if it was archived
+    // again in between)
+    for _ in 0..2 {
+        let archived: Vec<ArchivedRow> = sql::all_rows(
+            db,
+            st::ARCHIVED_AMONG.bind(vec![Arg::json_list(&[event_id])]),
+        )
+        .await?;
+        let Some(row) = archived.into_iter().next() else {
+            // restored by another replay meanwhile, or absent
+            return Ok(sql::reset_for_replay(db, event_id, record).await?);
+        };
+        let bucket = bucket(env).ok_or_else(no_bucket)?;
+        let restored = read_bodies(&bucket, &[(row.event_id, row.archive_key)]).await?;
+        let mut statements = restore_statements(&restored);
+        statements.push(st::RESET_FOR_REPLAY.bind(vec![Arg::text(event_id)]));
+        statements.push(st::audit_after(&st::AUDIT_REPLAY, record));
+        let results = sql::run_batch(db, &statements).await?;
+        let reset = results
+            .get(results.len() - 2)
+            .map(|r| r.results::<Generation>())
+            .transpose()?
+            .and_then(|rows| rows.into_iter().next());
+        if let Some(r) = reset {
+            log::line("replay", event_id, "restored_from_archive", None);
+            return Ok(Some(r.generation));
+        }
+    }
+    Err(AppError::Conflict(
+        "archive_busy",
+        "the delivery was archived again while its body was being restored: replay it again".into(),
+    ))
+}
