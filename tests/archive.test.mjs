@@ -7,7 +7,12 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { gunzipSync } from "node:zlib";
 import { createHash } from "node:crypto";
-import { startWorker, eventually } from "./helpers/worker.mjs";
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { startWorker, ROOT } from "./helpers/worker.mjs";
 import { deliver, envelope, randomId, admin } from "./helpers/paymos.mjs";
 
 const KEY = /^deliveries\/(\d{4})\/(\d{2})\/(\d{2})\/\d{9}-[0-9a-f]{16}\.ndjson\.gz$/;
@@ -409,5 +414,67 @@ test("RETENTION_DAYS below 7 is raised to 7 and said", async () => {
     assert.ok(m.json.config.warnings.includes('RETENTION_DAYS is "3", outside 7 to 36500: 7 is used'), JSON.stringify(m.json.config.warnings));
   } finally {
     await r.close();
+  }
+});
+
+test("a lost day is rebuilt from the archive (docs/recovery.md), and rebuilding twice changes nothing", async () => {
+  const run = promisify(execFile);
+  const dir = await mkdtemp(path.join(tmpdir(), "paymos-rebuild-"));
+  const sqlFile = path.join(dir, "rebuild.sql");
+  try {
+    let lost, kept, day;
+    {
+      const x = await startWorker({ persistDir: dir });
+      try {
+        lost = await seed(x.db, { days: 50, n: 4 });
+        kept = await seed(x.db, { days: 49, n: 2 });
+        day = lost[0].received_at.slice(0, 10);
+        assert.equal((await admin(x.url, "POST", "/archive", { before: now() })).status, 200);
+        // the day is lost from D1 (a bad DELETE, a restore to before it was received...)
+        await x.db.prepare("DELETE FROM webhook_delivery WHERE received_at LIKE ?").bind(`${day}%`).run();
+        for (const d of lost) assert.equal(await row(x.db, d.event_id), null);
+      } finally {
+        await x.close();
+      }
+    }
+    // the documented commands, against the local state
+    const script = path.join(ROOT, "scripts/rebuild-from-archive.mjs");
+    const made = await run("node", [script, "--day", day, "--local", "--persist-to", dir, "--out", sqlFile], { cwd: ROOT });
+    assert.match(made.stderr, new RegExp(`1 objects, 4 lines, 4 deliveries of ${day}`));
+    const text = await readFile(sqlFile, "utf8");
+    assert.equal(text.trim().split("\n").length, 4);
+    const execute = () =>
+      run(path.join(ROOT, "node_modules/.bin/wrangler"), ["d1", "execute", "DB", "--local", "--persist-to", dir, "--file", sqlFile], {
+        cwd: ROOT,
+        env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" },
+      });
+    await execute();
+    const y = await startWorker({ persistDir: dir });
+    try {
+      for (const d of lost) {
+        const r = await row(y.db, d.event_id);
+        assert.ok(r, `${d.event_id} is back`);
+        assert.equal(r.body, "", "slim, as it was once archived");
+        assert.match(r.archive_key, new RegExp(`^deliveries/${day.replaceAll("-", "/")}/`));
+        assert.equal(r.outcome, "applied");
+        assert.equal(r.received_at, d.received_at);
+      }
+      const snapshot = await y.db.prepare("SELECT * FROM webhook_delivery ORDER BY event_id").all();
+      // the dedupe answers for it again
+      const env = JSON.parse(lost[0].body);
+      const dup = await deliver(y.url, env, { rawBody: lost[0].body });
+      assert.deepEqual(dup.json, { received: true, duplicate: true });
+      // rebuilding again: every insert is a no-op by the primary key
+      await execute();
+      assert.deepEqual((await y.db.prepare("SELECT * FROM webhook_delivery ORDER BY event_id").all()).results, snapshot.results);
+      for (const d of kept) assert.equal((await row(y.db, d.event_id)).body, "");
+      // and a replay reads the body back from the object the rebuilt row points to
+      assert.equal((await admin(y.url, "POST", `/deliveries/${lost[1].event_id}/replay`)).status, 202);
+      assert.equal((await y.processed(lost[1].event_id)).body, lost[1].body);
+    } finally {
+      await y.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
 });
