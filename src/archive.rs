@@ -23,6 +23,7 @@ use paymos_core::actors::archive::{
     self as core, Candidate, Line, ReadBack, Report, Run, RunRow, RunState, Settings, Start, Step,
     MIN_SHARE,
 };
+use paymos_core::actors::sweep::{restore_statement, Claimed, ReplayFilter as SweepFilter};
 use paymos_core::admin::audit::{archive_outcome, Outcome, Record};
 use paymos_core::admin::Archive;
 use paymos_core::statements::{self as st, Arg, Bound};
@@ -493,12 +494,10 @@ async fn read_bodies(
     Ok(out)
 }
 
-fn restore_statements(restored: &[(String, String, String)]) -> Vec<Bound<'_>> {
+fn restore_statements(restored: &[(String, String, String)]) -> Vec<Bound<'static>> {
     restored
         .iter()
-        .map(|(id, key, body)| {
-            st::RESTORE_BODY.bind(vec![Arg::text(id), Arg::text(key), Arg::text(body)])
-        })
+        .map(|(id, key, body)| restore_statement(id, key, body))
         .collect()
 }
 
@@ -559,4 +558,39 @@ pub async fn reset_for_replay(
         "archive_busy",
         "the delivery was archived again while its body was being restored: replay it again".into(),
     ))
+}
+
+/// A bulk replay's count (`COUNT_REPLAY`): the deliveries its filter matches, and how many of
+/// them have their body in the archive (none: its chunks need not look).
+pub async fn count_replay(db: &D1Database, f: &SweepFilter) -> AppResult<(i64, i64)> {
+    #[derive(Deserialize)]
+    struct Count {
+        #[serde(deserialize_with = "paymos_core::rows::int")]
+        matched: i64,
+        #[serde(default, deserialize_with = "paymos_core::rows::int")]
+        archived: i64,
+    }
+    let rows: Vec<Count> = sql::all_rows(db, f.count()).await?;
+    Ok(rows.first().map_or((0, 0), |c| (c.matched, c.archived)))
+}
+
+/// A restoring bulk replay's claim (`actors::sweep`): the bodies of `archived` read back from
+/// their objects, put back (`RESTORE_BODY`) in one batch with the claim (`REPLAY_CHUNK`, which
+/// resets them), and `first` (the replay's audit row) after the claim when this is its first;
+/// the claim's rows.
+pub async fn restore_and_claim(
+    env: &Env,
+    db: &D1Database,
+    archived: &[(String, String)],
+    claim: Bound<'static>,
+    first: Option<Bound<'_>>,
+) -> AppResult<Vec<Claimed>> {
+    let bucket = bucket(env).ok_or_else(no_bucket)?;
+    let restored = read_bodies(&bucket, archived).await?;
+    let mut statements = restore_statements(&restored);
+    statements.push(claim);
+    let at = statements.len() - 1;
+    statements.extend(first);
+    let results = sql::run_batch(db, &statements).await?;
+    Ok(sql::rows_of(&results, at)?)
 }

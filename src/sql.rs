@@ -45,23 +45,6 @@ async fn first<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbResult<O
     Ok(prepare(db, &b)?.first(None).await?)
 }
 
-/// One column of the first row a statement returns.
-pub async fn first_value<T: DeserializeOwned>(
-    db: &D1Database,
-    b: Bound<'_>,
-    column: &str,
-) -> DbResult<Option<T>> {
-    first_column(db, b, column).await
-}
-
-async fn first_column<T: DeserializeOwned>(
-    db: &D1Database,
-    b: Bound<'_>,
-    column: &str,
-) -> DbResult<Option<T>> {
-    Ok(prepare(db, &b)?.first(Some(column)).await?)
-}
-
 async fn all<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbResult<Vec<T>> {
     Ok(prepare(db, &b)?.all().await?.results()?)
 }

@@ -54,6 +54,14 @@ pub async fn drive_recorded(
                 };
                 chunks.claimed(rows);
             }
+            // a bulk replay over archived bodies (archive.rs)
+            Step::LookUpArchived(b) => chunks.archived(sql::all_rows(db, b).await?),
+            Step::RestoreAndClaim { archived, claim } => {
+                let rows =
+                    crate::archive::restore_and_claim(env, db, &archived, claim, first.take())
+                        .await?;
+                chunks.claimed(rows);
+            }
             Step::Send(rows) => {
                 let (sent, err) = send(env, to, rows).await;
                 chunks.sent(sent, err.map(|e| e.to_string()));

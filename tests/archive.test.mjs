@@ -223,6 +223,20 @@ test("a replay reads the body back from R2, and changes nothing twice", async ()
   for (const i of invs) {
     assert.equal((await w.db.prepare("SELECT count(*) AS n FROM effect WHERE resource_id = ?").bind(i).first()).n, 1);
   }
+
+  // a bulk replay whose chunk needs six objects: cut after four, the next chunk reads the rest
+  const spread = [];
+  for (let d = 0; d < 6; d++) spread.push(...(await seed(w.db, { days: 70 + d, n: 1, type: "invoice.expired" })));
+  await admin(w.url, "POST", "/archive", { before: now() });
+  assert.equal(new Set(await Promise.all(spread.map(async (d) => (await row(w.db, d.event_id)).archive_key))).size, 6);
+  const wide = await admin(w.url, "POST", "/deliveries/replay", { type: "invoice.expired" });
+  assert.equal(wide.status, 200, JSON.stringify(wide.json));
+  assert.deepEqual([wide.json.matched, wide.json.reset, wide.json.next_cursor], [6, 6, null]);
+  for (const d of spread) {
+    const p = await w.processed(d.event_id);
+    assert.equal(p.body, d.body);
+    assert.equal(p.archive_key, null);
+  }
 });
 
 test("unprocessed deliveries are never archived, nor those after the cutoff", async () => {

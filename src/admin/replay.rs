@@ -46,9 +46,7 @@ pub async fn bulk(env: &Env, b: &BulkReplay, record: &Record) -> AppResult<Respo
         received_before: f.received_before.clone(),
     };
     let db = sql::database(env)?;
-    let matched: i64 = sql::first_value(&db, filter.count(), "matched")
-        .await?
-        .unwrap_or(0);
+    let (matched, archived) = crate::archive::count_replay(&db, &filter).await?;
     if b.dry_run {
         sql::insert_audit(&db, record, Outcome::DryRun).await?;
         return Ok(Response::from_json(
@@ -63,7 +61,11 @@ pub async fn bulk(env: &Env, b: &BulkReplay, record: &Record) -> AppResult<Respo
     let max_chunks = (config::invocation_budget(env) / 2)
         .saturating_sub(2)
         .max(1);
-    let chunks = Chunks::new(Kind::Replay { filter, after }, CHUNK, max_chunks);
+    let mut chunks = Chunks::new(Kind::Replay { filter, after }, CHUNK, max_chunks);
+    if archived > 0 {
+        // some bodies are in the archive: each chunk puts its archived ones back first
+        chunks = chunks.restoring(paymos_core::actors::archive::MAX_RESTORE_OBJECTS);
+    }
     let row = paymos_core::statements::insert_audit(record, Outcome::Replayed);
     let done = crate::sweep::drive_recorded(
         env,

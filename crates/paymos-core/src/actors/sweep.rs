@@ -10,11 +10,20 @@
 //! A [`Chunks`] is a state machine its driver asks what to do next: claim, send what was
 //! claimed (`sendBatch`, at most 100 a message batch), again while the chunk came back full
 //! and the budget lasts.
+//!
+//! A bulk replay over deliveries whose bodies are in the archive (CONTRACT §10;
+//! [`Chunks::restoring`], when its count found some) first looks up the chunk's archived rows
+//! (`ARCHIVED_IN_REPLAY_CHUNK`), and its claim becomes a batch that puts their bodies back,
+//! read from their objects (`RESTORE_BODY`), before `REPLAY_CHUNK` resets them: at most a few
+//! objects per chunk (the chunk is cut before the row that would need one more, keeping at
+//! least its first row), each read counted against the budget. `REPLAY_CHUNK` leaves a row
+//! whose body is (still, or again) archived alone, so a reset row always has its body.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use crate::actors::archive::{restore_cut, ArchivedInChunk};
 use crate::rows::opt_int;
 use crate::statements::{self as st, Arg, Bound};
 
@@ -81,6 +90,16 @@ pub struct Claimed {
 pub enum Step {
     /// Run it; hand its rows to [`Chunks::claimed`].
     Claim(Bound<'static>),
+    /// A restoring replay: run it; hand its rows to [`Chunks::archived`].
+    LookUpArchived(Bound<'static>),
+    /// A restoring replay's claim: read the bodies of `archived` (event id, archive key) back
+    /// from their objects (each checked against its recorded SHA-256), then run a
+    /// `RESTORE_BODY` for each ([`restore_statement`]) and `claim` as one batch; hand the
+    /// claim's rows to [`Chunks::claimed`].
+    RestoreAndClaim {
+        archived: Vec<(String, String)>,
+        claim: Bound<'static>,
+    },
     /// Send these (deliveries: `{event_id, generation}`, effects: `{effect_id}`); hand how
     /// many were sent, and the first failure, to [`Chunks::sent`].
     Send(Vec<Claimed>),
@@ -101,8 +120,32 @@ pub struct Summary {
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
     Claim,
+    /// A restoring replay, its chunk's archived rows looked up.
+    Restore(Vec<ArchivedInChunk>),
     Send(Vec<Claimed>),
     Done,
+}
+
+/// A replay's chunk statement (`REPLAY_CHUNK`, or the look-up of its archived rows, which
+/// takes the same arguments): the filter, the cursor, the limit.
+fn replay_statement(
+    statement: &'static st::Statement,
+    filter: &ReplayFilter,
+    after: &Option<(String, String)>,
+    limit: u32,
+) -> Bound<'static> {
+    let mut args = filter.args();
+    let (at, id) = after.clone().unzip();
+    args.push(at.map_or(Arg::Null, |s| Arg::Text(Cow::Owned(s))));
+    args.push(id.map_or(Arg::Null, |s| Arg::Text(Cow::Owned(s))));
+    args.push(Arg::Int(i64::from(limit)));
+    statement.bind(args)
+}
+
+/// A body read back from the archive put back in its row (in the batch of the reset).
+pub fn restore_statement(event_id: &str, archive_key: &str, body: &str) -> Bound<'static> {
+    let t = |s: &str| Arg::Text(Cow::Owned(s.to_string()));
+    st::RESTORE_BODY.bind(vec![t(event_id), t(archive_key), t(body)])
 }
 
 /// One run of claims and sends.
@@ -115,6 +158,13 @@ pub struct Chunks {
     phase: Phase,
     summary: Summary,
     last_full: bool,
+    /// D1 queries and subrequests left: two a chunk (its claim, its send), and for a
+    /// restoring replay one more for the look-up and one per object read.
+    ops_left: u32,
+    /// A restoring replay: at most this many objects read per chunk.
+    restore: Option<usize>,
+    /// The limit of the claim under way (a restoring replay's chunk may be cut).
+    limit: u32,
 }
 
 impl Chunks {
@@ -128,7 +178,19 @@ impl Chunks {
             phase: Phase::Claim,
             summary: Summary::default(),
             last_full: false,
+            ops_left: 2 * max_chunks.max(1),
+            restore: None,
+            limit: chunk.clamp(1, CHUNK),
         }
+    }
+
+    /// A bulk replay among whose deliveries some have their body in the archive: each chunk
+    /// restores its archived rows' bodies, reading at most `max_objects` objects.
+    pub fn restoring(mut self, max_objects: usize) -> Chunks {
+        if matches!(self.kind, Kind::Replay { .. }) {
+            self.restore = Some(max_objects.max(1));
+        }
+        self
     }
 
     pub fn step(&mut self) -> Step {
@@ -136,7 +198,44 @@ impl Chunks {
             Phase::Claim => {
                 self.phase = Phase::Claim;
                 self.chunks += 1;
+                self.ops_left = self.ops_left.saturating_sub(2);
+                self.limit = self.chunk;
+                if let (Some(_), Kind::Replay { filter, after }) = (self.restore, &self.kind) {
+                    self.ops_left = self.ops_left.saturating_sub(1);
+                    return Step::LookUpArchived(replay_statement(
+                        &st::ARCHIVED_IN_REPLAY_CHUNK,
+                        filter,
+                        after,
+                        self.limit,
+                    ));
+                }
                 Step::Claim(self.claim_statement())
+            }
+            Phase::Restore(archived) => {
+                // the objects this chunk may read: what the budget leaves, a few at most, and
+                // always the first (a replay moves on)
+                let affordable = (self.ops_left as usize).clamp(1, self.restore.unwrap_or(1));
+                let (cut, kept) = restore_cut(&archived, self.chunk, affordable);
+                let mut keys: Vec<&str> = Vec::new();
+                for a in &kept {
+                    if !keys.contains(&a.archive_key.as_str()) {
+                        keys.push(&a.archive_key);
+                    }
+                }
+                self.ops_left = self.ops_left.saturating_sub(keys.len() as u32);
+                self.limit = cut;
+                let claim = self.claim_statement();
+                self.phase = Phase::Restore(archived);
+                if kept.is_empty() {
+                    return Step::Claim(claim);
+                }
+                Step::RestoreAndClaim {
+                    archived: kept
+                        .into_iter()
+                        .map(|a| (a.event_id, a.archive_key))
+                        .collect(),
+                    claim,
+                }
             }
             Phase::Send(rows) => {
                 self.phase = Phase::Send(rows.clone());
@@ -158,14 +257,24 @@ impl Chunks {
                 limit,
             ]),
             Kind::Replay { filter, after } => {
-                let mut args = filter.args();
-                let (at, id) = after.clone().unzip();
-                args.push(at.map_or(Arg::Null, |s| Arg::Text(Cow::Owned(s))));
-                args.push(id.map_or(Arg::Null, |s| Arg::Text(Cow::Owned(s))));
-                args.push(limit);
-                st::REPLAY_CHUNK.bind(args)
+                replay_statement(&st::REPLAY_CHUNK, filter, after, self.limit)
             }
         }
+    }
+
+    /// What a chunk needs of the budget at least: its claim and send, and for a restoring
+    /// replay its look-up and one object.
+    fn chunk_cost(&self) -> u32 {
+        if self.restore.is_some() {
+            4
+        } else {
+            2
+        }
+    }
+
+    /// A restoring replay's look-up: the chunk's archived rows, with their positions.
+    pub fn archived(&mut self, rows: Vec<ArchivedInChunk>) {
+        self.phase = Phase::Restore(rows);
     }
 
     /// The claim's rows; an empty claim ends the run.
@@ -175,7 +284,7 @@ impl Chunks {
             return;
         }
         self.summary.claimed += rows.len();
-        self.last_full = rows.len() >= self.chunk as usize;
+        self.last_full = rows.len() >= self.limit as usize;
         if let Kind::Replay { after, .. } = &mut self.kind {
             // oldest first: the next chunk starts after the newest of this one
             *after = rows
@@ -201,7 +310,7 @@ impl Chunks {
         }
         if !self.last_full {
             self.phase = Phase::Done;
-        } else if self.chunks >= self.max_chunks {
+        } else if self.chunks >= self.max_chunks || self.ops_left < self.chunk_cost() {
             if let Kind::Replay { after, .. } = &self.kind {
                 self.summary.next_cursor = after.clone();
             }
@@ -301,6 +410,91 @@ mod tests {
             done.next_cursor,
             Some(("2026-12-01T00:00:01.000Z".into(), "evt_d".into()))
         );
+    }
+
+    #[test]
+    fn a_restoring_replay_puts_archived_bodies_back_in_the_batch_of_its_reset() {
+        let a = |id: &str, key: &str, pos| ArchivedInChunk {
+            event_id: id.into(),
+            archive_key: key.into(),
+            pos,
+        };
+        let filter = ReplayFilter {
+            status: Some("dead".into()),
+            ..ReplayFilter::default()
+        };
+        // budget: 5 chunks, 10 operations
+        let mut r = Chunks::new(
+            Kind::Replay {
+                filter: filter.clone(),
+                after: None,
+            },
+            100,
+            5,
+        )
+        .restoring(4);
+        let Step::LookUpArchived(look) = r.step() else {
+            panic!()
+        };
+        assert_eq!(look.statement.name, "ARCHIVED_IN_REPLAY_CHUNK");
+        assert_eq!(look.args[7], Arg::Int(100));
+        // six objects needed: the budget (10 - 3) and the cap (4) allow four
+        r.archived(
+            ["k1", "k2", "k3", "k4", "k5", "k6"]
+                .iter()
+                .enumerate()
+                .map(|(i, k)| a(&format!("evt_{i}"), k, 10 * i as i64 + 1))
+                .collect(),
+        );
+        let Step::RestoreAndClaim { archived, claim } = r.step() else {
+            panic!()
+        };
+        assert_eq!(claim.statement.name, "REPLAY_CHUNK");
+        assert_eq!(
+            claim.args[7],
+            Arg::Int(40),
+            "cut before the fifth object's row"
+        );
+        assert_eq!(archived.len(), 4);
+        assert_eq!(archived[3], ("evt_3".into(), "k4".into()));
+        r.claimed(
+            (0..40)
+                .map(|i| Claimed {
+                    id: format!("evt_x{i:02}"),
+                    generation: Some(1),
+                    received_at: Some(format!("2026-01-01T00:00:{i:02}.000Z")),
+                })
+                .collect(),
+        );
+        let _ = r.step();
+        r.sent(40, None);
+        // 10 - 3 - 4 = 3 left: not enough for another restoring chunk (4)
+        let Step::Done(done) = r.step() else { panic!() };
+        assert_eq!(done.claimed, 40);
+        assert_eq!(
+            done.next_cursor,
+            Some(("2026-01-01T00:00:39.000Z".into(), "evt_x39".into())),
+            "a cut chunk that came back full goes on from its cursor"
+        );
+        // a chunk with nothing archived is its claim alone
+        let mut r = Chunks::new(
+            Kind::Replay {
+                filter,
+                after: None,
+            },
+            100,
+            5,
+        )
+        .restoring(4);
+        let _ = r.step();
+        r.archived(Vec::new());
+        let Step::Claim(c) = r.step() else { panic!() };
+        assert_eq!(c.args[7], Arg::Int(100));
+        // a sweeper is never restored
+        let mut s = Chunks::new(Kind::Deliveries { older_than: 1 }, 100, 5).restoring(4);
+        assert!(matches!(s.step(), Step::Claim(_)));
+        let st = restore_statement("evt_1", "k", "{}");
+        assert_eq!(st.statement.name, "RESTORE_BODY");
     }
 
     #[test]

@@ -144,7 +144,8 @@ statement!(
         "received_after",
         "received_before"
     ],
-    "SELECT count(*) AS matched FROM webhook_delivery WHERE ",
+    // and how many of them have their body in the archive (none: the chunks need not look)
+    "SELECT count(*) AS matched, count(archived_at) AS archived FROM webhook_delivery WHERE ",
     replay_filter!()
 );
 

@@ -994,6 +994,10 @@ impl Sim<'_> {
                     self.fx_send(&ids, "the sweeper");
                     chunks.sent(ids.len(), None);
                 }
+                // only a bulk replay restores from the archive
+                SweepStep::LookUpArchived(_) | SweepStep::RestoreAndClaim { .. } => {
+                    unreachable!("the effects sweeper restores nothing")
+                }
                 SweepStep::Done(_) => return,
             }
         }

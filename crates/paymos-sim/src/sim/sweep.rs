@@ -96,6 +96,10 @@ impl Sim<'_> {
                 }
                 true
             }
+            // the simulated world has no archive, and never asks a replay to restore
+            Step::LookUpArchived(_) | Step::RestoreAndClaim { .. } => {
+                unreachable!("no replay restores from an archive in the simulation")
+            }
             Step::Done(_) => false,
         }
     }
