@@ -21,7 +21,7 @@ use crate::sql::{self, DbError};
 use crate::{config, log};
 use paymos_core::actors::archive::{
     self as core, Candidate, Line, ReadBack, Report, Run, RunRow, RunState, Settings, Start, Step,
-    MIN_SHARE,
+    BACKLOG_CAP, MIN_SHARE,
 };
 use paymos_core::actors::sweep::{restore_statement, Claimed, ReplayFilter as SweepFilter};
 use paymos_core::admin::audit::{archive_outcome, Outcome, Record};
@@ -29,7 +29,7 @@ use paymos_core::admin::Archive;
 use paymos_core::statements::{self as st, Arg, Bound};
 use paymos_core::time::iso_minute;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::js_sys::{Promise, Uint8Array};
@@ -448,6 +448,159 @@ async fn archive_now(env: &Env, a: &Archive) -> AppResult<(&'static str, serde_j
             "before": r.before,
         }),
     ))
+}
+
+// ---------------------------------------------------------------- the archive's state
+
+/// What the metrics show of the database and the archive (CONTRACT §10).
+#[derive(Debug)]
+pub struct Status {
+    /// An `ARCHIVE` binding is set.
+    pub configured: bool,
+    /// The database's size as D1 reports it (`meta.size_after`).
+    pub database_bytes: Option<f64>,
+    pub size_limit_bytes: u64,
+    pub retention_days: u32,
+    /// Deliveries received before it are past retention.
+    pub cutoff: String,
+    /// Bodies of processed deliveries past retention still in D1 (counted up to `BACKLOG_CAP`).
+    pub backlog: i64,
+    /// The oldest body of a processed delivery still in D1.
+    pub oldest_body_received_at: Option<String>,
+    /// The latest run.
+    pub last_run: Option<LastRun>,
+}
+
+/// An archiving run as the metrics show it (`LATEST_ARCHIVE_RUN`).
+#[derive(Debug, Deserialize, serde::Serialize)]
+pub struct LastRun {
+    #[serde(deserialize_with = "paymos_core::rows::int")]
+    pub id: i64,
+    pub started_by: String,
+    pub before: String,
+    /// `running` (the cron continues it), `done`, `partial`, `failed` or `superseded`.
+    pub state: String,
+    #[serde(deserialize_with = "paymos_core::rows::int")]
+    pub archived: i64,
+    #[serde(deserialize_with = "paymos_core::rows::int")]
+    pub objects: i64,
+    #[serde(deserialize_with = "paymos_core::rows::int")]
+    pub bytes: i64,
+    #[serde(deserialize_with = "paymos_core::rows::int")]
+    pub invocations: i64,
+    pub error: Option<String>,
+    pub started_at: String,
+    pub updated_at: String,
+    pub finished_at: Option<String>,
+}
+
+impl Status {
+    /// `/admin/api/metrics`'s `database`: the size against the cap.
+    pub fn database_json(&self) -> Value {
+        json!({
+            "bytes": self.database_bytes.map(|b| b as u64),
+            "size_limit_bytes": self.size_limit_bytes,
+            "used_ratio": self.used_ratio(),
+        })
+    }
+
+    /// The size over `DATABASE_SIZE_LIMIT_BYTES`, when D1 reported a size.
+    pub fn used_ratio(&self) -> Option<f64> {
+        self.database_bytes
+            .map(|b| b / (self.size_limit_bytes.max(1) as f64))
+    }
+
+    /// `/admin/api/metrics`'s `archive`.
+    pub fn archive_json(&self) -> Value {
+        json!({
+            "configured": self.configured,
+            "retention_days": self.retention_days,
+            "cutoff": self.cutoff,
+            "bodies_past_retention": self.backlog,
+            "bodies_past_retention_capped": self.backlog >= BACKLOG_CAP,
+            "oldest_body_received_at": self.oldest_body_received_at,
+            "last_run": self.last_run,
+        })
+    }
+
+    /// Whether the last run failed (`None` before the first run).
+    pub fn last_run_failed(&self) -> Option<bool> {
+        Some(self.last_run.as_ref()?.state == "failed")
+    }
+
+    /// The Prometheus families (text format 0.0.4) of the database and the archive. A value
+    /// not known yet (no size reported, no run yet) has no sample: a 0 would read as one.
+    pub fn prometheus(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let mut gauge = |name: &str, help: &str, value: Option<i64>| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            if let Some(v) = value {
+                let _ = writeln!(out, "{name} {v}");
+            }
+        };
+        gauge(
+            "paymos_database_bytes",
+            "The database's size as D1 reports it (meta.size_after), in bytes.",
+            self.database_bytes.map(|b| b as i64),
+        );
+        gauge(
+            "paymos_database_size_limit_bytes",
+            "DATABASE_SIZE_LIMIT_BYTES: the database_size alert opens at 80 % of it.",
+            i64::try_from(self.size_limit_bytes).ok(),
+        );
+        gauge(
+            "paymos_archive_configured",
+            "1 if the ARCHIVE R2 binding is set (without it no body leaves D1).",
+            Some(i64::from(self.configured)),
+        );
+        gauge(
+            "paymos_archive_bodies_past_retention",
+            "Bodies of processed deliveries received more than RETENTION_DAYS ago still in D1 (counted up to 100000).",
+            Some(self.backlog),
+        );
+        gauge(
+            "paymos_archive_last_run_ok",
+            "1 unless the last archiving run failed (no sample before the first run).",
+            self.last_run_failed().map(|failed| i64::from(!failed)),
+        );
+        gauge(
+            "paymos_archive_last_run_archived",
+            "Bodies the last archiving run removed from D1 so far (no sample before the first run).",
+            self.last_run.as_ref().map(|r| r.archived),
+        );
+        out
+    }
+}
+
+/// The archive's state and the database's size: two bounded queries (the backlog reads the
+/// partial index of bodies still in D1, up to `BACKLOG_CAP` entries; the last run is one row).
+pub async fn status(env: &Env, db: &D1Database) -> AppResult<Status> {
+    #[derive(Deserialize)]
+    struct Backlog {
+        #[serde(deserialize_with = "paymos_core::rows::int")]
+        bodies: i64,
+        oldest_received_at: Option<String>,
+    }
+    let cutoff = cutoff(env);
+    let (rows, size) = sql::all_with_size::<Backlog>(
+        db,
+        st::ARCHIVE_BACKLOG.bind(vec![Arg::text(&cutoff), Arg::Int(BACKLOG_CAP)]),
+    )
+    .await?;
+    let backlog = rows.into_iter().next();
+    let last_run: Vec<LastRun> = sql::all_rows(db, st::LATEST_ARCHIVE_RUN.bind(vec![])).await?;
+    Ok(Status {
+        configured: bucket(env).is_some(),
+        database_bytes: size,
+        size_limit_bytes: config::database_size_limit_bytes(env),
+        retention_days: config::retention_days(env),
+        cutoff,
+        backlog: backlog.as_ref().map_or(0, |b| b.bodies),
+        oldest_body_received_at: backlog.and_then(|b| b.oldest_received_at),
+        last_run: last_run.into_iter().next(),
+    })
 }
 
 // ---------------------------------------------------------------- a replay's restore

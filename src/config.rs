@@ -363,6 +363,11 @@ pub fn retention_days(env: &Env) -> u32 {
     number(env, &RETENTION_DAYS)
 }
 
+/// The size D1 may grow to: `DATABASE_SIZE_LIMIT_BYTES`, default 10,000,000,000.
+pub fn database_size_limit_bytes(env: &Env) -> u64 {
+    number(env, &DATABASE_SIZE_LIMIT)
+}
+
 /// A test-only fault of the archive's driver (`src/archive.rs`), never set in a deployment:
 /// said in the warnings when it is.
 pub fn archive_fault(env: &Env) -> Option<String> {

@@ -25,6 +25,8 @@ pub struct Snapshot {
     pub verified_total: BTreeMap<String, i64>,
     pub reconciliation: Option<Value>,
     pub warnings: Vec<String>,
+    /// The database's size and the archive's state (CONTRACT §10).
+    pub archive: crate::archive::Status,
 }
 
 fn split_label(label: &str) -> (String, String) {
@@ -47,6 +49,7 @@ pub async fn snapshot(env: &Env, db: &D1Database) -> AppResult<Snapshot> {
         verified_total: BTreeMap::new(),
         reconciliation: reconcile::latest(env).await?,
         warnings: config::warnings(env),
+        archive: crate::archive::status(env, db).await?,
     };
     let mut add = |scope: &str, name: &str, label: &str, n: i64| match (scope, name) {
         ("hour", REFUSED) => *s.refused_hour.entry(split_label(label)).or_insert(0) += n,
@@ -141,6 +144,8 @@ impl Snapshot {
             "reconciliation": self.reconciliation,
             "alerts_open": f.alerts_open,
             "config": { "warnings": self.warnings },
+            "database": self.archive.database_json(),
+            "archive": self.archive.archive_json(),
         })
     }
 
@@ -293,6 +298,7 @@ impl Snapshot {
                 ),
             ],
         );
+        out.push_str(&self.archive.prometheus());
         out
     }
 }

@@ -9,7 +9,7 @@ use paymos_core::Envelope;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
-use worker::{D1Database, D1PreparedStatement, D1Result, Env};
+use worker::{js_sys, wasm_bindgen_futures, D1Database, D1PreparedStatement, D1Result, Env};
 
 /// D1 failed (unreachable, overloaded, a constraint): the sender or the queue retries (503).
 #[derive(Debug)]
@@ -52,6 +52,31 @@ async fn all<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbResult<Vec
 /// Every row a statement returns, read into the core's row type `T`.
 pub async fn all_rows<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbResult<Vec<T>> {
     all(db, b).await
+}
+
+/// Every row a statement returns, and the database's size after it as D1 reports it
+/// (`meta.size_after`, in bytes). Read from the result object itself: workers-rs's
+/// `D1ResultMeta` holds the size in a `usize`, which on wasm32 cannot hold more than 4 GB.
+pub async fn all_with_size<T: DeserializeOwned>(
+    db: &D1Database,
+    b: Bound<'_>,
+) -> DbResult<(Vec<T>, Option<f64>)> {
+    let statement = prepare(db, &b)?;
+    let promise = statement.inner().all().map_err(worker::Error::from)?;
+    let result = wasm_bindgen_futures::JsFuture::from(promise)
+        .await
+        .map_err(|e| DbError(e.as_string().unwrap_or_else(|| format!("{e:?}"))))?;
+    let get = |v: &JsValue, k: &str| js_sys::Reflect::get(v, &JsValue::from_str(k)).ok();
+    let rows = match get(&result, "results") {
+        Some(r) if !r.is_undefined() && !r.is_null() => {
+            serde_wasm_bindgen::from_value(r).map_err(|e| DbError(e.to_string()))?
+        }
+        _ => Vec::new(),
+    };
+    let size = get(&result, "meta")
+        .and_then(|m| get(&m, "size_after"))
+        .and_then(|s| s.as_f64());
+    Ok((rows, size))
 }
 
 async fn run(db: &D1Database, b: Bound<'_>) -> DbResult<()> {

@@ -449,6 +449,11 @@ test("health: open alerts first with Ack, backlog, dead deliveries and effects, 
   assert.equal(await tile("dead-effects").locator(".tile-value").textContent(), String(metrics.effects.by_dispatch.dead));
   assert.equal(await page.isVisible("#dead-effects"), metrics.effects.by_dispatch.dead > 0);
   assert.match(await page.locator("#health-recon-body").textContent(), /No reconciliation has run yet/);
+  // the database's size against its cap, and the archive (CONTRACT §10)
+  const storage = await page.locator("#storage-body").textContent();
+  assert.match(storage, / of 10\.0 GB \(/, storage);
+  assert.match(storage, /older than 30 days/);
+  assert.equal(await page.getAttribute("#database-meter", "value"), String(metrics.database.bytes));
   // every configured secret is listed by its fingerprint, never the secret itself
   const sigs = await page.locator("#signature-list li").allTextContents();
   assert.equal(sigs.length, metrics.signatures.length);

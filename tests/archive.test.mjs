@@ -12,7 +12,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { startWorker, ROOT } from "./helpers/worker.mjs";
+import { startWorker, ROOT, ADMIN_TOKEN } from "./helpers/worker.mjs";
 import { deliver, envelope, randomId, admin } from "./helpers/paymos.mjs";
 
 const KEY = /^deliveries\/(\d{4})\/(\d{2})\/(\d{2})\/\d{9}-[0-9a-f]{16}\.ndjson\.gz$/;
@@ -490,5 +490,69 @@ test("a lost day is rebuilt from the archive (docs/recovery.md), and rebuilding 
     }
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("the database's size and the archive's state in /admin/api/metrics, JSON and Prometheus", async () => {
+  const m = await startWorker({ vars: { DATABASE_SIZE_LIMIT_BYTES: "1000000" } });
+  try {
+    const metrics = async () => (await admin(m.url, "GET", "/metrics")).json;
+    const prometheus = async () => {
+      const res = await fetch(`${m.url}/admin/api/metrics?format=prometheus`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      const text = await res.text();
+      const sample = (name) => {
+        assert.match(text, new RegExp(`^# TYPE ${name} gauge$`, "m"), name);
+        const line = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
+        return line ? Number(line[1]) : undefined;
+      };
+      return sample;
+    };
+    const first = await metrics();
+    assert.equal(first.database.size_limit_bytes, 1_000_000);
+    assert.ok(Number.isInteger(first.database.bytes) && first.database.bytes > 0, JSON.stringify(first.database));
+    assert.equal(first.archive.configured, true);
+    assert.equal(first.archive.retention_days, 30);
+    assert.equal(first.archive.bodies_past_retention, 0);
+    assert.equal(first.archive.last_run, null);
+    let p = await prometheus();
+    assert.equal(p("paymos_database_bytes"), first.database.bytes);
+    assert.equal(p("paymos_database_size_limit_bytes"), 1_000_000);
+    assert.equal(p("paymos_archive_bodies_past_retention"), 0);
+    assert.equal(p("paymos_archive_last_run_ok"), undefined, "no sample before the first run");
+
+    // 300 bodies of 4 KB past retention: D1 says it grew, the metrics count them
+    const big = "x".repeat(4000);
+    for (let i = 0; i < 300; i += 50) {
+      const rows = Array.from({ length: 50 }, (_, j) => {
+        const e = envelope("invoice.paid", randomId("inv_"), { data: { pad: big } });
+        return [e.event_id, e.data.id, JSON.stringify(e), at(40, i + j)];
+      });
+      await m.db.batch(
+        rows.map((r) =>
+          m.db
+            .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, received_at, processed_at, outcome) VALUES (?, ?, 'invoice.paid', ?, ?, ?, 'applied')")
+            .bind(r[0], r[1], r[2], r[3], r[3]),
+        ),
+      );
+    }
+    const grown = await metrics();
+    assert.ok(grown.database.bytes >= first.database.bytes + 300 * 4000, `${first.database.bytes} -> ${grown.database.bytes}`);
+    assert.ok(grown.database.used_ratio > 1, "past the (small) cap");
+    assert.equal(grown.archive.bodies_past_retention, 300);
+    assert.ok(grown.archive.oldest_body_received_at.startsWith(at(40).slice(0, 10)));
+
+    await m.scheduled("17 3 * * *");
+    const after = await metrics();
+    assert.equal(after.archive.bodies_past_retention, 0);
+    assert.equal(after.archive.last_run.state, "done");
+    assert.equal(after.archive.last_run.started_by, "daily");
+    assert.equal(after.archive.last_run.archived, 300);
+    assert.ok(after.archive.last_run.objects >= 1);
+    p = await prometheus();
+    assert.equal(p("paymos_archive_last_run_ok"), 1);
+    assert.equal(p("paymos_archive_last_run_archived"), 300);
+    assert.equal(p("paymos_archive_configured"), 1);
+  } finally {
+    await m.close();
   }
 });

@@ -293,6 +293,7 @@
     $("tiles").replaceChildren();
     $("dead-effect-rows").replaceChildren();
     $("health-recon-body").replaceChildren();
+    $("storage-body").replaceChildren();
     $("config-warnings").replaceChildren();
     $("signature-list").replaceChildren();
     $("health-error").replaceChildren();
@@ -1064,6 +1065,67 @@
     body.replaceChildren(el("dl", { class: "facts" }, ...reportFacts(r)));
   }
 
+  /** Bytes in decimal units, as D1 counts its 10 GB. */
+  function bytesText(n) {
+    const units = ["bytes", "kB", "MB", "GB", "TB"];
+    let v = num(n);
+    let i = 0;
+    while (v >= 1000 && i < units.length - 1) {
+      v /= 1000;
+      i += 1;
+    }
+    return i === 0 ? `${v} bytes` : `${v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
+  }
+
+  /** The database's size against DATABASE_SIZE_LIMIT_BYTES, and the archive's state. */
+  function renderStorage(m) {
+    const db = obj(m.database);
+    const ar = obj(m.archive);
+    const body = $("storage-body");
+    if (db.size_limit_bytes == null) {
+      body.replaceChildren(el("p", { class: "muted" }, "Unknown (no database figures)."));
+      return;
+    }
+    const limit = num(db.size_limit_bytes);
+    const bytes = db.bytes == null ? null : num(db.bytes);
+    const ratio = bytes == null || !limit ? null : bytes / limit;
+    const tone = ratio == null ? "muted" : ratio >= 0.8 ? "error-text" : ratio >= 0.6 ? "warn-text" : "ok-text";
+    const size =
+      bytes == null
+        ? el("span", { class: "muted" }, "not reported by D1")
+        : el("span", { class: tone }, `${bytesText(bytes)} of ${bytesText(limit)} (${(ratio * 100).toFixed(ratio < 0.1 ? 2 : 1)} %)`);
+    const meter =
+      bytes == null
+        ? null
+        : el("meter", { id: "database-meter", min: "0", max: String(limit), low: String(limit * 0.6), high: String(limit * 0.8), optimum: "0", value: String(bytes), "aria-label": "Database size against its cap" });
+    const run = ar.last_run && typeof ar.last_run === "object" ? ar.last_run : null;
+    const runText = run
+      ? el(
+          "span",
+          { class: run.state === "failed" ? "error-text" : "" },
+          `${run.state} · ${plural(num(run.archived), "body", "bodies")} archived in ${plural(num(run.objects), "object")}`,
+          run.error ? ` · ${run.error}` : "",
+          " · ",
+          time(run.finished_at || run.updated_at),
+        )
+      : el("span", { class: "muted" }, "none yet");
+    body.replaceChildren(
+      el(
+        "dl",
+        { class: "facts" },
+        ...fact("Size", el("span", {}, size, meter ? " " : "", meter)),
+        ...fact(
+          "Archive",
+          ar.configured
+            ? `R2, bodies of processed deliveries older than ${num(ar.retention_days)} days`
+            : el("span", { class: "error-text" }, "✖ no ARCHIVE binding: nothing leaves D1"),
+        ),
+        ...fact("Past retention", `${plural(num(ar.bodies_past_retention), "body", "bodies")}${ar.bodies_past_retention_capped ? " or more" : ""} still in D1`),
+        ...fact("Last run", runText),
+      ),
+    );
+  }
+
   function renderConfig(m) {
     const warnings = Array.isArray(obj(m.config).warnings) ? m.config.warnings : [];
     $("config-warnings").replaceChildren(
@@ -1192,11 +1254,13 @@
       const metrics = obj(m.value.data);
       renderTiles(metrics);
       renderHealthRecon(metrics.reconciliation);
+      renderStorage(metrics);
       renderConfig(metrics);
       deadEffects = num(obj(obj(metrics.effects).by_dispatch).dead);
     } else {
       $("tiles").replaceChildren();
       $("health-recon-body").replaceChildren(el("p", { class: "muted" }, "Unknown (no metrics)."));
+      $("storage-body").replaceChildren(el("p", { class: "muted" }, "Unknown (no metrics)."));
       $("config-warnings").replaceChildren();
       $("signature-list").replaceChildren();
       healthError("Metrics", m.reason);
