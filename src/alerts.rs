@@ -30,6 +30,7 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
         livemode_mismatches_recent: f.livemode_mismatches_recent,
         signature_refusals_recent: snap.signature_refusals_burst,
         signature_burst: config::signature_burst(env),
+        storage: Some(snap.archive.storage_facts()),
     };
     let observed = observe(&facts);
     let kept = sql::kept_alerts(&db).await?;

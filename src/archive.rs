@@ -523,6 +523,19 @@ impl Status {
         })
     }
 
+    /// What the `database_size` and `archive` alerts look at.
+    pub fn storage_facts(&self) -> paymos_core::alerts::StorageFacts {
+        paymos_core::alerts::StorageFacts {
+            database_bytes: self.database_bytes.map(|b| b as i64),
+            size_limit_bytes: i64::try_from(self.size_limit_bytes).unwrap_or(i64::MAX),
+            archive_failed: self
+                .last_run
+                .as_ref()
+                .filter(|r| r.state == "failed")
+                .map(|r| (r.id, r.error.clone().unwrap_or_default())),
+        }
+    }
+
     /// Whether the last run failed (`None` before the first run).
     pub fn last_run_failed(&self) -> Option<bool> {
         Some(self.last_run.as_ref()?.state == "failed")

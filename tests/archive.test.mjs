@@ -306,6 +306,11 @@ test("a failed write deletes nothing: the read-back does not find what was put",
     assert.equal(daily.started_by, "daily");
     assert.equal(daily.state, "failed");
     for (const d of rows) assert.equal((await row(f.db, d.event_id)).body, d.body);
+    // the same cron's alert run raised the archive alert (CONTRACT §10)
+    const alert = (await admin(f.url, "GET", "/alerts")).json.data.find((a) => a.kind === "archive");
+    assert.equal(alert?.state, "open", JSON.stringify(alert));
+    assert.equal(alert.count, daily.id);
+    assert.match(alert.summary, new RegExp(`^archiving run ${daily.id} failed and removed nothing of its failing chunk: .*not there when read back`));
     const m = await admin(f.url, "GET", "/metrics");
     assert.ok(m.json.config.warnings.some((x) => /^ARCHIVE_FAULT is "drop_put"/.test(x)), JSON.stringify(m.json.config.warnings));
   } finally {
@@ -507,8 +512,12 @@ test("the database's size and the archive's state in /admin/api/metrics, JSON an
       };
       return sample;
     };
+    const sizeAlert = async () => (await admin(m.url, "GET", "/alerts")).json.data.find((a) => a.kind === "database_size" && a.state === "open");
+    await m.scheduled("*/5 * * * *");
     const first = await metrics();
     assert.equal(first.database.size_limit_bytes, 1_000_000);
+    assert.ok(first.database.bytes < 800_000, `a fresh database is below 80 % of 1 MB (${first.database.bytes})`);
+    assert.equal(await sizeAlert(), undefined, "below 80 %: no alert");
     assert.ok(Number.isInteger(first.database.bytes) && first.database.bytes > 0, JSON.stringify(first.database));
     assert.equal(first.archive.configured, true);
     assert.equal(first.archive.retention_days, 30);
@@ -538,6 +547,13 @@ test("the database's size and the archive's state in /admin/api/metrics, JSON an
     const grown = await metrics();
     assert.ok(grown.database.bytes >= first.database.bytes + 300 * 4000, `${first.database.bytes} -> ${grown.database.bytes}`);
     assert.ok(grown.database.used_ratio > 1, "past the (small) cap");
+    // the 80 % alert, from the size D1 reports
+    await m.scheduled("*/5 * * * *");
+    const opened = await sizeAlert();
+    assert.ok(opened, "database_size is open");
+    assert.ok(opened.count >= 100, JSON.stringify(opened));
+    assert.equal(opened.severity, "warning");
+    assert.match(opened.summary, /^the database is [\d.]+ MB of its 1\.0 MB cap \(\d+ %\)/);
     assert.equal(grown.archive.bodies_past_retention, 300);
     assert.ok(grown.archive.oldest_body_received_at.startsWith(at(40).slice(0, 10)));
 

@@ -13,6 +13,8 @@ pub const DEFAULT_SIGNATURE_BURST: i64 = 20;
 pub const SIGNATURE_WINDOW_SECONDS: i64 = 15 * 60;
 /// Livemode mismatches are looked for over the last day.
 pub const LIVEMODE_WINDOW_SECONDS: i64 = 24 * 3600;
+/// The `database_size` alert opens at this share of `DATABASE_SIZE_LIMIT_BYTES` (CONTRACT §10).
+pub const DATABASE_SIZE_ALERT_PERCENT: i64 = 80;
 
 /// One kind per condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -25,10 +27,12 @@ pub enum AlertKind {
     Reconciliation,
     LivemodeMismatch,
     SignatureRefusals,
+    DatabaseSize,
+    Archive,
 }
 
 impl AlertKind {
-    pub const ALL: [AlertKind; 7] = [
+    pub const ALL: [AlertKind; 9] = [
         AlertKind::DeliveryDead,
         AlertKind::EffectDead,
         AlertKind::DeliveriesBacklog,
@@ -36,6 +40,8 @@ impl AlertKind {
         AlertKind::Reconciliation,
         AlertKind::LivemodeMismatch,
         AlertKind::SignatureRefusals,
+        AlertKind::DatabaseSize,
+        AlertKind::Archive,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -47,6 +53,8 @@ impl AlertKind {
             AlertKind::Reconciliation => "reconciliation",
             AlertKind::LivemodeMismatch => "livemode_mismatch",
             AlertKind::SignatureRefusals => "signature_refusals",
+            AlertKind::DatabaseSize => "database_size",
+            AlertKind::Archive => "archive",
         }
     }
 
@@ -61,9 +69,13 @@ impl AlertKind {
             | AlertKind::EffectDead
             | AlertKind::Reconciliation
             | AlertKind::SignatureRefusals => "critical",
+            // a full database refuses every delivery; at 80 % there is time to act, and a
+            // failed archiving run removed nothing (the bodies are still in D1)
             AlertKind::DeliveriesBacklog
             | AlertKind::EffectsBacklog
-            | AlertKind::LivemodeMismatch => "warning",
+            | AlertKind::LivemodeMismatch
+            | AlertKind::DatabaseSize
+            | AlertKind::Archive => "warning",
         }
     }
 }
@@ -80,6 +92,17 @@ pub struct ReconciliationFacts {
     pub error: Option<String>,
 }
 
+/// The database's size and the archive's last run, as alerts care (CONTRACT §10).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StorageFacts {
+    /// As D1 reports it; `None` when it did not.
+    pub database_bytes: Option<i64>,
+    /// `DATABASE_SIZE_LIMIT_BYTES`.
+    pub size_limit_bytes: i64,
+    /// The last archiving run failed: its id and why.
+    pub archive_failed: Option<(i64, String)>,
+}
+
 /// What the metrics read, as alerts need it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
@@ -93,6 +116,18 @@ pub struct Facts {
     pub livemode_mismatches_recent: i64,
     pub signature_refusals_recent: i64,
     pub signature_burst: i64,
+    pub storage: Option<StorageFacts>,
+}
+
+/// `n` bytes in decimal units (D1's 10 GB is 10,000,000,000 bytes).
+fn bytes_text(n: i64) -> String {
+    let v = n as f64;
+    match n {
+        n if n >= 1_000_000_000 => format!("{:.1} GB", v / 1e9),
+        n if n >= 1_000_000 => format!("{:.1} MB", v / 1e6),
+        n if n >= 1_000 => format!("{:.1} kB", v / 1e3),
+        n => format!("{n} bytes"),
+    }
 }
 
 /// A condition that holds now.
@@ -190,6 +225,33 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
             ),
         );
     }
+    if let Some(s) = &f.storage {
+        let limit = s.size_limit_bytes.max(1);
+        if let Some(bytes) = s.database_bytes.filter(|b| {
+            i128::from(*b) * 100 >= i128::from(limit) * i128::from(DATABASE_SIZE_ALERT_PERCENT)
+        }) {
+            let percent = (i128::from(bytes) * 100 / i128::from(limit)) as i64;
+            push(
+                AlertKind::DatabaseSize,
+                percent,
+                format!(
+                    "the database is {} of its {} cap ({percent} %): past it every delivery is refused; check the archive runs, lower RETENTION_DAYS or POST /admin/api/archive",
+                    bytes_text(bytes),
+                    bytes_text(limit)
+                ),
+            );
+        }
+        if let Some((run, error)) = &s.archive_failed {
+            // its count is the failed run's id: a later run that fails too is another one
+            push(
+                AlertKind::Archive,
+                *run,
+                format!(
+                    "archiving run {run} failed and removed nothing of its failing chunk: {error}"
+                ),
+            );
+        }
+    }
     if f.signature_refusals_recent >= f.signature_burst.max(1) {
         push(
             AlertKind::SignatureRefusals,
@@ -279,6 +341,7 @@ mod tests {
             livemode_mismatches_recent: 1,
             signature_refusals_recent: 20,
             signature_burst: 20,
+            storage: None,
         };
         let kinds: Vec<AlertKind> = observe(&f).iter().map(|o| o.kind).collect();
         assert_eq!(
@@ -378,6 +441,52 @@ mod tests {
             "acknowledged, then grown: still silent until it resolves"
         );
         assert_eq!(decide(None, Some(&acked), NOW), Action::Resolve);
+    }
+
+    #[test]
+    fn database_size_at_80_percent_and_a_failed_archiving_run() {
+        let at = |bytes: Option<i64>, failed: Option<(i64, String)>| {
+            observe(&Facts {
+                signature_burst: 20,
+                storage: Some(StorageFacts {
+                    database_bytes: bytes,
+                    size_limit_bytes: 10_000_000_000,
+                    archive_failed: failed,
+                }),
+                ..Facts::default()
+            })
+        };
+        assert!(at(Some(7_999_999_999), None).is_empty());
+        assert!(at(None, None).is_empty(), "no size reported: no alert");
+        let o = at(Some(8_000_000_000), None);
+        assert_eq!((o[0].kind, o[0].count), (AlertKind::DatabaseSize, 80));
+        assert_eq!(o[0].kind.severity(), "warning");
+        assert!(
+            o[0].summary
+                .starts_with("the database is 8.0 GB of its 10.0 GB cap (80 %)"),
+            "{}",
+            o[0].summary
+        );
+        let o = at(
+            Some(12_000_000_000),
+            Some((7, "deliveries/… was written but is not there".into())),
+        );
+        assert_eq!(
+            o.iter().map(|o| (o.kind, o.count)).collect::<Vec<_>>(),
+            [(AlertKind::DatabaseSize, 120), (AlertKind::Archive, 7)]
+        );
+        assert!(o[1].summary.contains("run 7 failed") && o[1].summary.contains("not there"));
+        // a tiny cap (tests) does not divide by zero or overflow
+        let tiny = observe(&Facts {
+            storage: Some(StorageFacts {
+                database_bytes: Some(i64::MAX),
+                size_limit_bytes: 0,
+                archive_failed: None,
+            }),
+            signature_burst: 20,
+            ..Facts::default()
+        });
+        assert_eq!(tiny[0].kind, AlertKind::DatabaseSize);
     }
 
     #[test]
