@@ -570,7 +570,7 @@ impl Status {
         );
         gauge(
             "paymos_archive_bodies_past_retention",
-            "Bodies of processed deliveries received more than RETENTION_DAYS ago still in D1 (counted up to 100000).",
+            "Bodies of processed deliveries received more than RETENTION_DAYS ago still in D1 (counted up to 10000).",
             Some(self.backlog),
         );
         gauge(

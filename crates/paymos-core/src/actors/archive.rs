@@ -57,8 +57,10 @@ pub const CHUNK_COST: u32 = 5;
 pub const CLOSING_COST: u32 = 2;
 /// The smallest share of the budget that archives a chunk: open, one chunk, the closing.
 pub const MIN_SHARE: u32 = 1 + CHUNK_COST + CLOSING_COST;
-/// "Bodies past retention still in D1" is counted up to this many (a bounded read).
-pub const BACKLOG_CAP: i64 = 100_000;
+/// "Bodies past retention still in D1" is counted up to this many: a bounded read of the
+/// partial index on every metrics scrape and alert run, whatever the backlog (an archive
+/// left unbound for months); `remaining` of an operator's run is counted the same way.
+pub const BACKLOG_CAP: i64 = 10_000;
 /// Objects a bulk replay's chunk reads back from the archive at most (then it is cut).
 pub const MAX_RESTORE_OBJECTS: usize = 4;
 
