@@ -260,6 +260,14 @@ mod tests {
             ("GET", "audit", "actor=a%01", ""),
             ("GET", "audit", "cursor=x", ""),
             ("GET", "audit", "limit=1001", ""),
+            ("POST", "archive", "", "{}"),
+            ("POST", "archive", "", r#"{"before":"yesterday"}"#),
+            (
+                "POST",
+                "archive",
+                "",
+                r#"{"before":"2026-01-01","cursor":"x"}"#,
+            ),
         ];
         let mut seen = BTreeSet::new();
         for (method, path, query, body) in cases {

@@ -3,7 +3,7 @@
 //!
 //! "Processed" is `processed_at IS NOT NULL`: every statement that sets it sets the outcome in
 //! the same write (applied, stale, ignored, dead). Each selection below repeats the partial
-//! index's condition (`processed_at IS NOT NULL AND archived_at IS NULL`, migration 0008) so
+//! index's condition (`processed_at IS NOT NULL AND archived_at IS NULL`, migration 0011) so
 //! that SQLite reads the index, which holds only the bodies still in D1.
 
 use super::Statement;

@@ -112,7 +112,7 @@ macro_rules! delivery_columns {
     };
 }
 
-/// A delivery's body as read: NULL once archived (migration 0008 keeps `''` in the row, which
+/// A delivery's body as read: NULL once archived (migration 0011 keeps `''` in the row, which
 /// no reader sees).
 macro_rules! body_column {
     () => {
