@@ -688,12 +688,13 @@ pub async fn reset_for_replay(
         #[serde(deserialize_with = "paymos_core::rows::int")]
         generation: i64,
     }
-    // the common case, one statement: a row whose body is in D1
-    if let Some(g) = sql::reset_for_replay(db, event_id, record).await? {
-        return Ok(Some(g));
+    // the common case, one batch: a row whose body is in D1
+    match sql::reset_for_replay(db, event_id, record).await? {
+        sql::Reset::Done(g) => return Ok(Some(g)),
+        sql::Reset::Absent => return Ok(None),
+        sql::Reset::Archived => {}
     }
-    // absent, or archived (then restored and reset in one batch; once more if it was archived
-    // again in between)
+    // archived: restored and reset in one batch (once more if it was archived again between)
     for _ in 0..2 {
         let archived: Vec<ArchivedRow> = sql::all_rows(
             db,
@@ -701,8 +702,12 @@ pub async fn reset_for_replay(
         )
         .await?;
         let Some(row) = archived.into_iter().next() else {
-            // restored by another replay meanwhile, or absent
-            return Ok(sql::reset_for_replay(db, event_id, record).await?);
+            // restored by another replay meanwhile (or deleted): as the common case
+            match sql::reset_for_replay(db, event_id, record).await? {
+                sql::Reset::Done(g) => return Ok(Some(g)),
+                sql::Reset::Absent => return Ok(None),
+                sql::Reset::Archived => continue,
+            }
         };
         let bucket = bucket(env).ok_or_else(no_bucket)?;
         let restored = read_bodies(&bucket, &[(row.event_id, row.archive_key)]).await?;

@@ -175,14 +175,20 @@ pub async fn returned_row(db: &D1Database, b: Bound<'_>) -> DbResult<bool> {
     Ok(row.is_some())
 }
 
+/// What an operator's replay's reset found.
+pub enum Reset {
+    /// Reset, in this new generation (audited `replayed`).
+    Done(i64),
+    /// No such delivery (audited `not_found`).
+    Absent,
+    /// Its body is in the archive: nothing changed, nothing audited; the replay restores the
+    /// body and resets it in one batch of its own (archive.rs).
+    Archived,
+}
+
 /// An operator's replay: unprocessed again, in a new generation, with its audit row in the
-/// same batch. Its new generation; `None` when there is no such delivery (recorded
-/// `not_found`).
-pub async fn reset_for_replay(
-    db: &D1Database,
-    event_id: &str,
-    record: &Record,
-) -> DbResult<Option<i64>> {
+/// same batch.
+pub async fn reset_for_replay(db: &D1Database, event_id: &str, record: &Record) -> DbResult<Reset> {
     #[derive(Deserialize)]
     struct Row {
         generation: i64,
@@ -195,7 +201,16 @@ pub async fn reset_for_replay(
         ],
     )
     .await?;
-    Ok(first_row::<Row>(&results, 0)?.map(|r| r.generation))
+    if let Some(r) = first_row::<Row>(&results, 0)? {
+        return Ok(Reset::Done(r.generation));
+    }
+    // AUDIT_REPLAY writes `not_found` for an absent delivery, and nothing for an archived one
+    let audited = first_row::<Present>(&results, 1)?.is_some();
+    Ok(if audited {
+        Reset::Absent
+    } else {
+        Reset::Archived
+    })
 }
 
 // ---------------------------------------------------------------- the audit log

@@ -198,6 +198,14 @@ test("a replay reads the body back from R2, and changes nothing twice", async ()
   await admin(w.url, "POST", `/deliveries/${env.event_id}/replay`);
   assert.equal((await w.processed(env.event_id)).outcome, "stale");
   assert.equal(await effects(), 1);
+  // each replay of the archived body is one audit row, written in its restoring batch
+  const audit = async (q) => (await admin(w.url, "GET", `/audit?${q}`)).json.data;
+  const replays = (await audit("action=replay&limit=1000")).filter((a) => a.target === env.event_id);
+  assert.deepEqual(replays.map((a) => a.outcome), ["replayed", "replayed"]);
+  // and an absent delivery's replay is one not_found row, not one per look
+  assert.equal((await admin(w.url, "POST", "/deliveries/evt_archive_absent/replay")).status, 404);
+  const absent = (await audit("action=replay&limit=1000")).filter((a) => a.target === "evt_archive_absent");
+  assert.deepEqual(absent.map((a) => a.outcome), ["not_found"]);
 
   // bulk: every archived delivery of a filter restored in its chunk's batch
   const invs = [randomId("inv_"), randomId("inv_")];
@@ -232,6 +240,15 @@ test("a replay reads the body back from R2, and changes nothing twice", async ()
   const wide = await admin(w.url, "POST", "/deliveries/replay", { type: "invoice.expired" });
   assert.equal(wide.status, 200, JSON.stringify(wide.json));
   assert.deepEqual([wide.json.matched, wide.json.reset, wide.json.next_cursor], [6, 6, null]);
+  const bulks = await audit("action=bulk_replay&limit=3");
+  assert.deepEqual(bulks.map((a) => [a.outcome, a.detail.type ?? a.detail.resource_id]), [
+    ["replayed", "invoice.expired"],
+    ["replayed", invs[1]],
+    ["replayed", invs[0]],
+  ]);
+  const archives = await audit("action=archive&limit=1000");
+  assert.ok(archives.length >= 4, "every POST /archive is audited");
+  assert.ok(archives.every((a) => a.outcome === "ok" && typeof a.detail.before === "string"), JSON.stringify(archives));
   for (const d of spread) {
     const p = await w.processed(d.event_id);
     assert.equal(p.body, d.body);
