@@ -11,6 +11,7 @@
 
 pub mod clock;
 pub mod db;
+pub mod queue;
 pub mod rng;
 pub mod sim;
 pub mod world;

@@ -13,6 +13,7 @@ use paymos_core::{CauseKind, EffectKind, Existing, Outcome, ResourceKind, State}
 
 use crate::clock;
 use crate::db::{Db, Exec, Fault, Rows};
+use crate::queue::{self, Platform, Queue};
 use crate::rng::Rng;
 use crate::world::{self, World};
 use crate::{Options, Report, Stats};
@@ -103,15 +104,14 @@ impl Knobs {
     }
 }
 
-/// A queue message: `{event_id, generation}` plus what the platform keeps about it.
+/// What a deliveries queue message carries: `{event_id, generation}`.
 #[derive(Debug, Clone)]
-struct Msg {
+struct Delivery {
     d: usize,
     generation: Option<i64>,
-    /// `message.attempts`: 1 on the first delivery.
-    attempts: u32,
-    visible_at: i64,
 }
+
+type Msg = queue::Msg<Delivery>;
 
 /// The sender's progress on one delivery (one endpoint's copy of one event).
 #[derive(Debug, Clone)]
@@ -261,8 +261,8 @@ pub struct Sim<'o> {
     chaos_end: i64,
     senders: Vec<Sender>,
     in_flight: Vec<usize>,
-    queue: Vec<Msg>,
-    dlq: Vec<Msg>,
+    queue: Queue<Delivery>,
+    dlq: Queue<Delivery>,
     actors: Vec<Actor>,
     consumers_busy: usize,
     dlq_busy: bool,
@@ -401,8 +401,8 @@ impl<'o> Sim<'o> {
             chaos_end,
             senders,
             in_flight: Vec::new(),
-            queue: Vec::new(),
-            dlq: Vec::new(),
+            queue: Queue::new(opts.mutations.deliveries_max_retries.unwrap_or(MAX_RETRIES)),
+            dlq: Queue::new(DLQ_MAX_RETRIES),
             actors: Vec::new(),
             consumers_busy: 0,
             dlq_busy: false,
@@ -555,24 +555,24 @@ impl<'o> Sim<'o> {
         self.chaos && self.frng.chance(self.k.p_crash)
     }
 
-    /// A queue send: `Ok` (enqueued), or an error, after which the message may or may not
-    /// have been enqueued (the caller cannot tell).
-    fn send(&mut self, msgs: Vec<Msg>) -> Result<(), ()> {
-        let fails = self.chaos && self.frng.chance(self.k.p_send_fail);
-        let enqueued = !fails || self.frng.chance(0.5);
-        if enqueued {
-            for m in msgs {
-                self.stats.messages += 1;
-                if self.chaos && self.frng.chance(self.k.p_dup) {
-                    // at least once: the platform may deliver a message twice
-                    let mut copy = m.clone();
-                    copy.visible_at += self.frng.below(20_000) as i64;
-                    self.queue.push(copy);
-                }
-                self.queue.push(m);
-            }
+    /// What the platform does to sends and acks (the same for every lane).
+    fn platform(&self) -> Platform {
+        Platform {
+            chaos: self.chaos,
+            p_send_fail: self.k.p_send_fail,
+            p_dup: self.k.p_dup,
         }
-        if fails {
+    }
+
+    /// A send to the deliveries queue: `Ok` (enqueued), or an error, after which the messages
+    /// may or may not have been enqueued (the caller cannot tell).
+    fn send(&mut self, msgs: Vec<Msg>) -> Result<(), ()> {
+        let n = msgs.len();
+        let sent = self.queue.send(self.platform(), msgs, &mut self.frng);
+        if sent.enqueued {
+            self.stats.messages += n;
+        }
+        if sent.failed {
             Err(())
         } else {
             Ok(())
@@ -580,41 +580,25 @@ impl<'o> Sim<'o> {
     }
 
     fn new_msg(&self, d: usize, generation: Option<i64>) -> Msg {
-        Msg {
-            d,
-            generation,
-            attempts: 1,
-            visible_at: self.now(),
-        }
+        queue::Msg::new(Delivery { d, generation }, self.now())
     }
 
     /// `message.retry({delaySeconds})`, or a consumer that died holding it: another attempt,
     /// or the dead-letter queue once `max_retries` are spent.
-    fn retry(&mut self, mut msg: Msg, delay_ms: i64) {
-        let max_retries = self
-            .opts
-            .mutations
-            .deliveries_max_retries
-            .unwrap_or(MAX_RETRIES);
-        if msg.attempts > max_retries {
-            let g = msg.generation.unwrap_or(-1);
-            self.dm[msg.d].exhausted.insert(g);
-            self.stats.dead_lettered += 1;
-            self.trace(format!(
-                "queue: {} gen {:?} exhausted {} attempts → dead-letter queue",
-                self.eid(msg.d),
-                msg.generation,
-                msg.attempts
-            ));
-            let mut dl = self.new_msg(msg.d, msg.generation);
-            // the dead-letter queue's consumer runs when the platform gets to it
-            dl.visible_at += self.frng.below(60_000) as i64;
-            self.dlq.push(dl);
-        } else {
-            msg.attempts += 1;
-            msg.visible_at = self.now() + delay_ms;
-            self.queue.push(msg);
-        }
+    fn retry(&mut self, msg: Msg, delay_ms: i64) {
+        let Err(msg) = self.queue.retry(msg, self.now(), delay_ms) else {
+            return;
+        };
+        let g = msg.generation.unwrap_or(-1);
+        self.dm[msg.d].exhausted.insert(g);
+        self.stats.dead_lettered += 1;
+        self.trace(format!(
+            "queue: {} gen {:?} exhausted {} attempts → dead-letter queue",
+            self.eid(msg.d),
+            msg.generation,
+            msg.attempts
+        ));
+        self.dlq.dead_letter(msg.body, self.now(), &mut self.frng);
     }
 
     // ------------------------------------------------------------------ scheduler
@@ -627,11 +611,10 @@ impl<'o> Sim<'o> {
                 c.push(Cand::Receive(d));
             }
         }
-        if self.consumers_busy < self.k.consumers && self.queue.iter().any(|m| m.visible_at <= now)
-        {
+        if self.consumers_busy < self.k.consumers && self.queue.visible(now) > 0 {
             c.push(Cand::Consume);
         }
-        if !self.dlq_busy && self.dlq.iter().any(|m| m.visible_at <= now) {
+        if !self.dlq_busy && self.dlq.visible(now) > 0 {
             c.push(Cand::DeadLetter);
         }
         if !self.sweeper_busy && now >= self.next_cron {
@@ -649,7 +632,7 @@ impl<'o> Sim<'o> {
             .iter()
             .filter(|s| !s.acked)
             .filter_map(|s| s.next_at);
-        let msgs = self.queue.iter().chain(&self.dlq).map(|m| m.visible_at);
+        let msgs = self.queue.times().chain(self.dlq.times());
         let ops = self.ops.iter().map(|(t, _)| *t);
         senders
             .chain(msgs)
@@ -683,43 +666,23 @@ impl<'o> Sim<'o> {
             Cand::Receive(d) => self.start_receive(d),
             Cand::Consume => {
                 let now = self.now();
-                let visible: Vec<usize> = (0..self.queue.len())
-                    .filter(|i| self.queue[*i].visible_at <= now)
-                    .collect();
-                let n = match self.k.consumer_batch.min(visible.len()) {
+                let n = match self.k.consumer_batch.min(self.queue.visible(now)) {
                     0 | 1 => 1,
                     max => self.brng.range(1, max as u64) as usize,
                 };
                 self.consumers_busy += 1;
                 let msgs = if n == 1 {
-                    // any visible message, not the oldest: the queue does not promise order
-                    let i = *self.rng.pick(&visible);
-                    vec![self.queue.swap_remove(i)]
+                    vec![self.queue.take_any(now, &mut self.rng)]
                 } else {
-                    let mut pool = visible;
-                    let mut taken = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        let j = self.brng.below(pool.len() as u64) as usize;
-                        taken.push(pool.swap_remove(j));
-                    }
-                    let mut by_index = taken.clone();
-                    by_index.sort_unstable_by(|a, b| b.cmp(a));
-                    let mut msgs: Vec<(usize, Msg)> = by_index
-                        .into_iter()
-                        .map(|i| (i, self.queue.remove(i)))
-                        .collect();
-                    // the batch in the order the queue hands it over
-                    msgs.sort_by_key(|(i, _)| taken.iter().position(|t| t == i));
-                    msgs.into_iter().map(|(_, m)| m).collect()
+                    self.queue.take(n, now, &mut self.brng)
                 };
                 self.start_consume(msgs);
             }
             Cand::DeadLetter => {
-                let now = self.now();
-                let i = (0..self.dlq.len())
-                    .find(|i| self.dlq[*i].visible_at <= now)
+                let msg = self
+                    .dlq
+                    .take_first(self.now())
                     .expect("a visible dead letter");
-                let msg = self.dlq.remove(i);
                 self.dlq_busy = true;
                 self.advance(Actor::DeadLetter { msg, marked: false });
             }
@@ -893,19 +856,15 @@ impl<'o> Sim<'o> {
         }
     }
 
-    fn dead_letter(&mut self, mut msg: Msg, marked: bool) {
+    fn dead_letter(&mut self, msg: Msg, marked: bool) {
         let d = msg.d;
         let id = self.eid(d).to_string();
         let failed = |sim: &mut Self, msg: Msg, why: &str| {
             sim.dlq_busy = false;
-            if msg.attempts > DLQ_MAX_RETRIES {
-                sim.trace(format!("dead-letter: {id} message dropped after {why}"));
-            } else {
-                let mut m = msg;
-                m.attempts += 1;
-                m.visible_at = sim.now() + i64::from(RETRY_BASE_SECONDS) * 1000;
-                sim.trace(format!("dead-letter: {id} {why}; retry"));
-                sim.dlq.push(m);
+            let delay = i64::from(RETRY_BASE_SECONDS) * 1000;
+            match sim.dlq.retry(msg, sim.now(), delay) {
+                Err(_) => sim.trace(format!("dead-letter: {id} message dropped after {why}")),
+                Ok(()) => sim.trace(format!("dead-letter: {id} {why}; retry")),
             }
         };
         if self.crash() {
@@ -914,11 +873,8 @@ impl<'o> Sim<'o> {
         if marked {
             self.dlq_busy = false;
             self.trace(format!("dead-letter: {id} acked"));
-            if self.chaos && self.frng.chance(self.k.p_dup) {
-                msg.attempts += 1;
-                msg.visible_at = self.now() + self.frng.below(30_000) as i64;
-                self.dlq.push(msg);
-            }
+            self.dlq
+                .ack(self.platform(), msg, self.now(), &mut self.frng);
             return;
         }
         let mark = dead_letter::mark(&id, msg.generation, &self.opts.mutations.dead_letter);

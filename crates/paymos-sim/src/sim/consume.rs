@@ -252,7 +252,7 @@ impl Sim<'_> {
         }
         let mut msgs: Vec<Option<Msg>> = msgs.into_iter().map(Some).collect();
         for r in answered.replies {
-            let Some(mut m) = msgs.get_mut(r.message).and_then(Option::take) else {
+            let Some(m) = msgs.get_mut(r.message).and_then(Option::take) else {
                 continue;
             };
             let id = self.eid(m.d).to_string();
@@ -265,14 +265,14 @@ impl Sim<'_> {
                     self.retry(m, i64::from(delay) * 1000);
                 }
                 Answer::Ack | Answer::AckAndSendAfter(_) => {
-                    if self.chaos && self.frng.chance(self.k.p_dup) {
+                    if self
+                        .queue
+                        .ack(self.platform(), m, self.now(), &mut self.frng)
+                    {
                         self.trace(format!(
                             "consumer: {id} {} acked, but the queue delivers it again",
                             r.outcome
                         ));
-                        m.attempts += 1;
-                        m.visible_at = self.now() + self.frng.below(30_000) as i64;
-                        self.queue.push(m);
                     } else {
                         self.trace(format!("consumer: {id} {} acked", r.outcome));
                     }

@@ -26,6 +26,7 @@ use paymos_core::time::unix_of_iso;
 use super::{Sim, CRON_MS, SWEEP_AFTER_SECONDS};
 use crate::clock;
 use crate::db::Fault;
+use crate::queue::{Msg, Queue};
 use crate::rng::Rng;
 
 /// wrangler.toml: `max_retries = 20` on the effects queue.
@@ -40,12 +41,7 @@ const EFFECTS_DRAIN_MAX: usize = 20_000;
 const TIMEOUT_MS: i64 = 10_000;
 
 /// A message of the effects queue: `{effect_id}` and what the platform keeps about it.
-#[derive(Debug, Clone)]
-struct EMsg {
-    id: String,
-    attempts: u32,
-    visible_at: i64,
-}
+type EMsg = Msg<String>;
 
 /// A POST the simulated order system took (its answer may have been lost).
 #[derive(Debug, Clone)]
@@ -158,8 +154,8 @@ pub(super) struct Fx {
     p_fail: f64,
     p_timeout: f64,
     down: Option<(i64, i64)>,
-    queue: Vec<EMsg>,
-    dlq: Vec<EMsg>,
+    queue: Queue<String>,
+    dlq: Queue<String>,
     actors: Vec<DActor>,
     busy: usize,
     dlq_busy: bool,
@@ -192,8 +188,8 @@ impl Fx {
             p_fail: *rng.pick(&[0.0, 0.1, 0.3]),
             p_timeout: *rng.pick(&[0.0, 0.05, 0.2]),
             down,
-            queue: Vec::new(),
-            dlq: Vec::new(),
+            queue: Queue::new(EFFECTS_MAX_RETRIES),
+            dlq: Queue::new(EFFECTS_DLQ_MAX_RETRIES),
             actors: Vec::new(),
             busy: 0,
             dlq_busy: false,
@@ -318,28 +314,18 @@ impl Sim<'_> {
         if ids.is_empty() {
             return;
         }
-        let fails = self.fx_chaos() && self.fx.rng.chance(self.k.p_send_fail);
-        let enqueued = !fails || self.fx.rng.chance(0.5);
         let names = self.labels(ids);
-        if enqueued {
-            for id in ids {
-                let m = EMsg {
-                    id: id.clone(),
-                    attempts: 1,
-                    visible_at: self.now(),
-                };
-                self.fx.stats.effect_messages += 1;
-                if self.fx_chaos() && self.fx.rng.chance(self.k.p_dup) {
-                    let mut copy = m.clone();
-                    copy.visible_at += self.fx.rng.below(20_000) as i64;
-                    self.fx.queue.push(copy);
-                }
-                self.fx.queue.push(m);
-            }
+        let msgs = ids
+            .iter()
+            .map(|id| Msg::new(id.clone(), self.now()))
+            .collect();
+        let sent = self.fx.queue.send(self.platform(), msgs, &mut self.fx.rng);
+        if sent.enqueued {
+            self.fx.stats.effect_messages += ids.len();
         }
         self.trace(format!(
             "effects: {who} enqueues [{names}] {}",
-            match (fails, enqueued) {
+            match (sent.failed, sent.enqueued) {
                 (false, _) => "ok",
                 (true, true) => "failed (enqueued anyway)",
                 (true, false) => "failed (left to the sweeper)",
@@ -351,48 +337,38 @@ impl Sim<'_> {
     /// `delay_ms`; a failed send leaves the effect to the sweeper.
     fn fx_send_after(&mut self, id: &str, delay_ms: i64) {
         let l = self.label(id);
-        if self.fx_chaos() && self.fx.rng.chance(self.k.p_send_fail) {
+        if self.platform().send_fails(&mut self.fx.rng) {
             self.trace(format!(
                 "effects: fresh message for {l} not sent (left to the sweeper)"
             ));
             return;
         }
         self.fx.stats.effect_messages += 1;
-        self.fx.queue.push(EMsg {
-            id: id.to_string(),
-            attempts: 1,
-            visible_at: self.now() + delay_ms,
-        });
+        self.fx
+            .queue
+            .push(Msg::new(id.to_string(), self.now() + delay_ms));
     }
 
     /// `message.retry_in(delay)` (or an invocation that died): another attempt, or the
     /// dead-letter queue once `max_retries` are spent.
-    fn fx_retry(&mut self, mut msg: EMsg, delay_ms: i64) {
-        if msg.attempts > EFFECTS_MAX_RETRIES {
-            let l = self.label(&msg.id);
-            self.trace(format!(
-                "effects queue: {l} exhausted {} attempts → dead-letter queue",
-                msg.attempts
-            ));
-            let dl = EMsg {
-                id: msg.id,
-                attempts: 1,
-                visible_at: self.now() + self.fx.rng.below(60_000) as i64,
-            };
-            self.fx.dlq.push(dl);
-        } else {
-            msg.attempts += 1;
-            msg.visible_at = self.now() + delay_ms;
-            self.fx.queue.push(msg);
-        }
+    fn fx_retry(&mut self, msg: EMsg, delay_ms: i64) {
+        let Err(msg) = self.fx.queue.retry(msg, self.now(), delay_ms) else {
+            return;
+        };
+        let l = self.label(&msg.body);
+        self.trace(format!(
+            "effects queue: {l} exhausted {} attempts → dead-letter queue",
+            msg.attempts
+        ));
+        self.fx
+            .dlq
+            .dead_letter(msg.body, self.now(), &mut self.fx.rng);
     }
 
-    fn fx_ack(&mut self, mut msg: EMsg) {
-        if self.fx_chaos() && self.fx.rng.chance(self.k.p_dup) {
-            msg.attempts += 1;
-            msg.visible_at = self.now() + self.fx.rng.below(30_000) as i64;
-            self.fx.queue.push(msg);
-        }
+    fn fx_ack(&mut self, msg: EMsg) {
+        self.fx
+            .queue
+            .ack(self.platform(), msg, self.now(), &mut self.fx.rng);
     }
 
     // ------------------------------------------------------------------ the lane
@@ -403,10 +379,10 @@ impl Sim<'_> {
             .filter(|i| self.fx.actors[*i].ready_at().is_none_or(|t| t <= now))
             .map(LCand::Actor)
             .collect();
-        if self.fx.busy < self.fx.dispatchers && self.fx.queue.iter().any(|m| m.visible_at <= now) {
+        if self.fx.busy < self.fx.dispatchers && self.fx.queue.visible(now) > 0 {
             c.push(LCand::Dispatch);
         }
-        if !self.fx.dlq_busy && self.fx.dlq.iter().any(|m| m.visible_at <= now) {
+        if !self.fx.dlq_busy && self.fx.dlq.visible(now) > 0 {
             c.push(LCand::DeadLetter);
         }
         if now >= self.fx.next_cron {
@@ -425,12 +401,7 @@ impl Sim<'_> {
             .actors
             .iter()
             .map(|a| a.ready_at().unwrap_or(self.now()));
-        let q = self
-            .fx
-            .queue
-            .iter()
-            .chain(&self.fx.dlq)
-            .map(|m| m.visible_at);
+        let q = self.fx.queue.times().chain(self.fx.dlq.times());
         let ops = self
             .fx_chaos()
             .then(|| self.fx.redeliveries.first().copied())
@@ -459,7 +430,7 @@ impl Sim<'_> {
                 let messages = msgs
                     .iter()
                     .map(|m| dispatch::Message {
-                        effect_id: m.id.clone(),
+                        effect_id: m.body.clone(),
                         attempts: m.attempts,
                     })
                     .collect();
@@ -468,11 +439,8 @@ impl Sim<'_> {
                 self.dispatch(msgs, Box::new(batch), Vec::new());
             }
             LCand::DeadLetter => {
-                let now = self.now();
-                let i = (0..self.fx.dlq.len())
-                    .find(|i| self.fx.dlq[*i].visible_at <= now)
-                    .expect("a visible dead letter");
-                let msg = self.fx.dlq.remove(i);
+                let msg = self.fx.dlq.take_first(self.now());
+                let msg = msg.expect("a visible dead letter");
                 self.fx.dlq_busy = true;
                 self.fx_dead_letter(msg, false);
             }
@@ -491,31 +459,9 @@ impl Sim<'_> {
     /// 1 to `max_batch_size` visible messages, in any order.
     fn take_batch(&mut self) -> Vec<EMsg> {
         let now = self.now();
-        let mut visible: Vec<usize> = (0..self.fx.queue.len())
-            .filter(|i| self.fx.queue[*i].visible_at <= now)
-            .collect();
-        let n = self
-            .fx
-            .rng
-            .range(1, self.fx.batch.min(visible.len()) as u64) as usize;
-        let mut taken = Vec::with_capacity(n);
-        for _ in 0..n {
-            let j = self.fx.rng.below(visible.len() as u64) as usize;
-            taken.push(visible.swap_remove(j));
-        }
-        let mut order: Vec<(usize, usize)> = taken
-            .iter()
-            .copied()
-            .enumerate()
-            .map(|(k, i)| (i, k))
-            .collect();
-        order.sort_unstable_by_key(|a| std::cmp::Reverse(a.0));
-        let mut msgs: Vec<(usize, EMsg)> = order
-            .into_iter()
-            .map(|(i, k)| (k, self.fx.queue.remove(i)))
-            .collect();
-        msgs.sort_by_key(|(k, _)| *k);
-        msgs.into_iter().map(|(_, m)| m).collect()
+        let max = self.fx.batch.min(self.fx.queue.visible(now));
+        let n = self.fx.rng.range(1, max as u64) as usize;
+        self.fx.queue.take(n, now, &mut self.fx.rng)
     }
 
     // ------------------------------------------------------------------ the dispatcher
@@ -526,7 +472,7 @@ impl Sim<'_> {
     /// request included.
     fn dispatch(&mut self, msgs: Vec<EMsg>, mut batch: Box<Batch>, mut flights: Vec<Flight>) {
         if self.fx_crash() {
-            let names: Vec<String> = msgs.iter().map(|m| m.id.clone()).collect();
+            let names: Vec<String> = msgs.iter().map(|m| m.body.clone()).collect();
             let names = self.labels(&names);
             let at = if flights.is_empty() {
                 ""
@@ -700,7 +646,7 @@ impl Sim<'_> {
             let Some(m) = msgs.get_mut(r.message).and_then(Option::take) else {
                 continue;
             };
-            let l = self.label(&m.id);
+            let l = self.label(&m.body);
             self.trace(format!(
                 "dispatcher: {l} {} ({}) → {:?}",
                 r.outcome,
@@ -909,16 +855,14 @@ impl Sim<'_> {
 
     /// The effects dead-letter queue (`effects::dead_letter`): the core's verdict, a fresh
     /// message for a pending effect.
-    fn fx_dead_letter(&mut self, mut msg: EMsg, done: bool) {
-        let l = self.label(&msg.id);
+    fn fx_dead_letter(&mut self, msg: EMsg, done: bool) {
+        let l = self.label(&msg.body);
         if done {
             self.fx.dlq_busy = false;
             self.trace(format!("effects dead-letter: {l} acked"));
-            if self.fx_chaos() && self.fx.rng.chance(self.k.p_dup) {
-                msg.attempts += 1;
-                msg.visible_at = self.now() + self.fx.rng.below(30_000) as i64;
-                self.fx.dlq.push(msg);
-            }
+            self.fx
+                .dlq
+                .ack(self.platform(), msg, self.now(), &mut self.fx.rng);
             return;
         }
         let fault = if self.fx_crash() {
@@ -926,7 +870,7 @@ impl Sim<'_> {
         } else {
             self.fx_fault_read()
         };
-        let b = (st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&[msg.id.as_str()])]))
+        let b = (st::LOAD_EFFECTS_FOR_DISPATCH.bind(vec![Arg::json_list(&[msg.body.as_str()])]))
             .into_owned();
         let ex = self.db.run(&b, fault);
         match ex.result.and_then(|r| r[0].to::<DispatchRow>()) {
@@ -940,20 +884,16 @@ impl Sim<'_> {
                         self.trace(format!(
                             "effects dead-letter: {l} handed back to the dispatcher in {delay}s"
                         ));
-                        self.fx_send_after(&msg.id, i64::from(delay) * 1000);
+                        self.fx_send_after(&msg.body, i64::from(delay) * 1000);
                     }
                 }
                 self.fx.actors.push(DActor::DeadLetter { msg, done: true });
             }
             Err(e) => {
                 self.fx.dlq_busy = false;
-                if msg.attempts > EFFECTS_DLQ_MAX_RETRIES {
-                    self.trace(format!("effects dead-letter: {l} dropped after {e}"));
-                } else {
-                    msg.attempts += 1;
-                    msg.visible_at = self.now() + 60_000;
-                    self.trace(format!("effects dead-letter: {l} {e}; retry in 60s"));
-                    self.fx.dlq.push(msg);
+                match self.fx.dlq.retry(msg, self.now(), 60_000) {
+                    Err(_) => self.trace(format!("effects dead-letter: {l} dropped after {e}")),
+                    Ok(()) => self.trace(format!("effects dead-letter: {l} {e}; retry in 60s")),
                 }
             }
         }
