@@ -9,6 +9,23 @@
 //! consumers fail as the platform allows. Invariants are checked after every step and at
 //! quiescence. See README.md.
 
+/// A struct of counters that add up across seeds (`+=` field by field, so none is left out
+/// of the sum).
+macro_rules! counters {
+    ($(#[$m:meta])* pub struct $name:ident { $($(#[$fm:meta])* pub $f:ident: $t:ty,)* }) => {
+        $(#[$m])*
+        pub struct $name {
+            $($(#[$fm])* pub $f: $t,)*
+        }
+
+        impl std::ops::AddAssign<&$name> for $name {
+            fn add_assign(&mut self, o: &$name) {
+                $(self.$f += &o.$f;)*
+            }
+        }
+    };
+}
+
 pub mod clock;
 pub mod db;
 pub mod queue;
@@ -55,6 +72,7 @@ pub struct Options {
     pub keep_trace: bool,
 }
 
+counters! {
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
     pub steps: usize,
@@ -80,30 +98,6 @@ pub struct Stats {
     /// The effects outbox's dispatcher and the order system.
     pub effects: EffectStats,
 }
-
-impl Stats {
-    fn add(&mut self, o: &Stats) {
-        self.steps += o.steps;
-        self.deliveries += o.deliveries;
-        self.requests += o.requests;
-        self.messages += o.messages;
-        self.applied += o.applied;
-        self.stale += o.stale;
-        self.dead_lettered += o.dead_lettered;
-        self.marked_dead += o.marked_dead;
-        self.dead_letters_after_replay += o.dead_letters_after_replay;
-        self.dead_at_drain += o.dead_at_drain;
-        self.replays += o.replays;
-        self.provider_replays += o.provider_replays;
-        self.manual += o.manual;
-        self.reconciled += o.reconciled;
-        self.swept += o.swept;
-        self.crashes += o.crashes;
-        self.refund_overtaken += o.refund_overtaken;
-        self.handed_back += o.handed_back;
-        self.sim_seconds += o.sim_seconds;
-        self.effects.add(&o.effects);
-    }
 }
 
 /// One seed's run.
@@ -182,7 +176,7 @@ pub fn run_many(from: u64, n: u64, threads: usize, opts: &Options, stop_at_first
                     }
                     let report = run_seed(seed, opts);
                     local.seeds += 1;
-                    local.stats.add(&report.stats);
+                    local.stats += &report.stats;
                     if !report.ok() {
                         if stop_at_first {
                             stop.store(true, Ordering::Relaxed);
@@ -192,7 +186,7 @@ pub fn run_many(from: u64, n: u64, threads: usize, opts: &Options, stop_at_first
                 }
                 let mut o = out.lock().expect("summary lock");
                 o.seeds += local.seeds;
-                o.stats.add(&local.stats);
+                o.stats += &local.stats;
                 o.failures.extend(local.failures);
             });
         }

@@ -92,6 +92,7 @@ enum LCand {
     Redeliver,
 }
 
+counters! {
 #[derive(Debug, Clone, Default)]
 pub struct EffectStats {
     pub effects: usize,
@@ -119,26 +120,6 @@ pub struct EffectStats {
     /// Fulfilments left pending at the end because their order_ref was never learned.
     pub awaiting_order_ref_at_end: usize,
 }
-
-impl EffectStats {
-    pub fn add(&mut self, o: &EffectStats) {
-        self.effects += o.effects;
-        self.effect_messages += o.effect_messages;
-        self.posts += o.posts;
-        self.received += o.received;
-        self.delivered += o.delivered;
-        self.waited_for_earlier += o.waited_for_earlier;
-        self.not_started += o.not_started;
-        self.dispatch_d1_failures += o.dispatch_d1_failures;
-        self.claimed += o.claimed;
-        self.redelivered += o.redelivered;
-        self.dead_by_ladder += o.dead_by_ladder;
-        self.handed_back += o.handed_back;
-        self.cancelled += o.cancelled;
-        self.cancelled_and_revoked += o.cancelled_and_revoked;
-        self.fulfilled_revocation_dead += o.fulfilled_revocation_dead;
-        self.awaiting_order_ref_at_end += o.awaiting_order_ref_at_end;
-    }
 }
 
 /// The dispatcher's part of a seed.
