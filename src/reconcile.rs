@@ -11,7 +11,7 @@ use crate::transition::{self, Change};
 use crate::{config, log, sql};
 use futures_util::future::{select, Either};
 use paymos_core::actors::reconcile::{
-    Ended, OnRecord, ProviderPage, RunRow, Seen, Step, Walk, CAUSE, PROVIDER_TIMEOUT_MS,
+    Ended, ProviderPage, RunRow, Step, Walk, CAUSE, PROVIDER_TIMEOUT_MS,
 };
 use paymos_core::{CauseKind, ResourceKind, State};
 use serde_json::{json, Value};
@@ -151,24 +151,22 @@ async fn drive(
 ) -> AppResult<Ended> {
     loop {
         match walk.step() {
-            Step::Acquire(b) => walk.leased(sql::returned_row(db, b).await?),
+            Step::Acquire(b) => {
+                let rows = sql::all_rows::<Value>(db, b).await?;
+                read(walk, &[rows])?;
+            }
             Step::Open(statements) => {
                 let results = sql::run_batch(db, &statements).await?;
-                let run: Option<RunRow> = sql::rows_of(&results, statements.len() - 1)?
-                    .into_iter()
-                    .next();
-                if run.is_some() && provider.is_none() {
+                read(walk, &sql::json_rows(&results)?)?;
+                if walk.run().is_some() && provider.is_none() {
                     // a continuation: the API must still be there
                     match Provider::from_env(env) {
                         Ok(p) => provider = Some(p),
                         Err(e) => {
-                            walk.opened(run);
-                            walk.fetched(Err(e.message().unwrap_or_else(|| e.code().to_string())));
-                            continue;
+                            walk.fetched(Err(e.message().unwrap_or_else(|| e.code().to_string())))
                         }
                     }
                 }
-                walk.opened(run);
             }
             Step::Fetch {
                 starting_after,
@@ -177,11 +175,9 @@ async fn drive(
                 let p = provider.as_ref().expect("a provider for an opened run");
                 walk.fetched(p.page(starting_after.as_deref(), paid_since).await);
             }
-            Step::Lookup(statements) => {
+            Step::Lookup(statements) | Step::Record(statements) | Step::Finish(statements) => {
                 let results = sql::run_batch(db, &statements).await?;
-                let seen: Vec<Seen> = sql::rows_of(&results, 0)?;
-                let on_record: Vec<OnRecord> = sql::rows_of(&results, 1)?;
-                walk.looked_up(seen, on_record);
+                read(walk, &sql::json_rows(&results)?)?;
             }
             Step::BringToPaid(invoice) => {
                 let result = transition::apply(
@@ -206,22 +202,14 @@ async fn drive(
                     result.status.map(|s| s.as_str().to_string()),
                 );
             }
-            Step::Record(statements) => {
-                let results = sql::run_batch(db, &statements).await?;
-                let held = !sql::rows_of::<Value>(&results, 0)?.is_empty();
-                let claimed = statements
-                    .last()
-                    .is_some_and(|b| b.statement.name == "CLAIM_CURSOR")
-                    && !sql::rows_of::<Value>(&results, statements.len() - 1)?.is_empty();
-                walk.recorded(held, claimed);
-            }
-            Step::Finish(statements) => {
-                sql::run_batch(db, &statements).await?;
-                walk.finished();
-            }
             Step::Done(ended) => return Ok(ended),
         }
     }
+}
+
+/// A database step's rows, read by the walk (`Walk::ran`).
+fn read(walk: &mut Walk, results: &[Vec<Value>]) -> AppResult<()> {
+    walk.ran(results).map_err(AppError::Internal)
 }
 
 /// The newest run's report, as far as it got (`GET /admin/api/reconcile`); `None` before any.

@@ -69,6 +69,12 @@ impl Rows {
     }
 }
 
+/// Each statement's rows as JSON objects, as D1 hands them to the Worker (what the core's
+/// actors read).
+pub fn as_json(results: &[Rows]) -> Result<Vec<Vec<serde_json::Value>>, String> {
+    results.iter().map(Rows::to).collect()
+}
+
 /// A SQLite value as JSON (what D1 hands the Worker).
 fn json(v: &Value) -> serde_json::Value {
     match v {

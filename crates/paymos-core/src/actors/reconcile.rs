@@ -20,7 +20,9 @@
 
 use std::borrow::Cow;
 
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::ids::{resource_kind_of, ResourceKind};
 use crate::rows::{flag, int, opt_int};
@@ -188,6 +190,8 @@ pub struct Walk {
     provider_error: Option<String>,
     /// Set when the walk did nothing: no lease, or nothing to continue.
     idle: Option<Ended>,
+    /// The record batch in progress ends with `CLAIM_CURSOR`.
+    claims_cursor: bool,
 }
 
 /// A `missing` finding: paid at the provider, no `invoice.paid` on record that brought it
@@ -232,6 +236,7 @@ impl Walk {
             end: None,
             provider_error: None,
             idle: None,
+            claims_cursor: false,
         }
     }
 
@@ -297,7 +302,11 @@ impl Walk {
             Phase::Handle => self.handle(),
             Phase::Record => {
                 self.spend();
-                Step::Record(self.record_statements())
+                let b = self.record_statements();
+                self.claims_cursor = b
+                    .last()
+                    .is_some_and(|b| std::ptr::eq(b.statement, &st::CLAIM_CURSOR));
+                Step::Record(b)
             }
             Phase::Finish => {
                 self.spend();
@@ -345,6 +354,33 @@ impl Walk {
                 ]
             }
         }
+    }
+
+    /// What the database step in progress ([`Step::Acquire`], [`Step::Open`],
+    /// [`Step::Lookup`], [`Step::Record`], [`Step::Finish`]) returned: each statement's rows
+    /// as JSON objects, in order. Read here, once for both drivers, and handed on to
+    /// [`Walk::leased`], [`Walk::opened`], [`Walk::looked_up`], [`Walk::recorded`] or
+    /// [`Walk::finished`].
+    pub fn ran(&mut self, results: &[Vec<Value>]) -> Result<(), String> {
+        fn parse<T: DeserializeOwned>(rows: &[Value]) -> Result<Vec<T>, String> {
+            rows.iter()
+                .map(|r| serde_json::from_value(r.clone()).map_err(|e| e.to_string()))
+                .collect()
+        }
+        let rows = |i: usize| results.get(i).map_or(&[][..], Vec::as_slice);
+        let last = results.len().saturating_sub(1);
+        match self.phase {
+            Phase::Acquire => self.leased(!rows(0).is_empty()),
+            Phase::Open => self.opened(parse(rows(last))?.into_iter().next()),
+            Phase::Lookup => self.looked_up(parse(rows(0))?, parse(rows(1))?),
+            Phase::Record => {
+                let claimed = self.claims_cursor && !rows(last).is_empty();
+                self.recorded(!rows(0).is_empty(), claimed);
+            }
+            Phase::Finish => self.finished(),
+            _ => return Err("no database step of the walk is in progress".into()),
+        }
+        Ok(())
     }
 
     /// Whether the lease was taken.

@@ -5,14 +5,13 @@
 //! cursor). One step of the walk per scheduler step; D1 faults as anywhere else; a walk whose
 //! D1 call fails is over (the invocation dies), its lease left to expire.
 
-use paymos_core::actors::reconcile::{
-    Ended, OnRecord, ProviderPage, RunRow, Seen, Start, Step, Walk, CAUSE,
-};
+use paymos_core::actors::reconcile::{Ended, ProviderPage, Start, Step, Walk, CAUSE};
 use paymos_core::actors::transition::Change;
 use paymos_core::statements::{self as st, Arg};
 use paymos_core::{ResourceKind, State};
 
 use super::{hex, Actor, Sim};
+use crate::db::as_json;
 
 impl Sim<'_> {
     /// A walk starts: an operator's or the final one (an operator's run, `Start::Manual`).
@@ -25,27 +24,17 @@ impl Sim<'_> {
 
     /// One step of a walk.
     pub(super) fn reconcile(&mut self, mut walk: Box<Walk>) {
-        let step = walk.step();
-        let done = match step {
+        let ran = match walk.step() {
             Step::Acquire(b) => {
                 let fault = self.fault_write();
-                match self.db.run(&b, fault).result {
-                    Ok(rows) => {
-                        walk.leased(!rows[0].is_empty());
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
-                }
+                self.db.run(&b, fault).result.map(Some)
             }
-            Step::Open(statements) => {
+            Step::Open(statements)
+            | Step::Lookup(statements)
+            | Step::Record(statements)
+            | Step::Finish(statements) => {
                 let fault = self.fault_batch(statements.len());
-                match self.db.batch(&statements, fault).result {
-                    Ok(rows) => rows
-                        .last()
-                        .map_or(Ok(Vec::new()), |r| r.to::<RunRow>())
-                        .map(|runs| walk.opened(runs.into_iter().next())),
-                    Err(e) => Err(e),
-                }
+                self.db.batch(&statements, fault).result.map(Some)
             }
             Step::Fetch {
                 starting_after,
@@ -53,49 +42,20 @@ impl Sim<'_> {
             } => {
                 let page = self.provider_page(starting_after.as_deref(), paid_since);
                 walk.fetched(page);
-                Ok(())
+                Ok(None)
             }
-            Step::Lookup(statements) => {
-                let fault = self.fault_batch(statements.len());
-                match self.db.batch(&statements, fault).result {
-                    Ok(rows) => rows[0]
-                        .to::<Seen>()
-                        .and_then(|seen| Ok((seen, rows[1].to::<OnRecord>()?)))
-                        .map(|(seen, on_record)| walk.looked_up(seen, on_record)),
-                    Err(e) => Err(e),
-                }
-            }
-            Step::BringToPaid(invoice) => self.bring_to_paid(&mut walk, &invoice.id),
-            Step::Record(statements) => {
-                let fault = self.fault_batch(statements.len());
-                match self.db.batch(&statements, fault).result {
-                    Ok(rows) => {
-                        let claimed = statements
-                            .last()
-                            .is_some_and(|b| std::ptr::eq(b.statement, &st::CLAIM_CURSOR))
-                            && rows.last().is_some_and(|r| !r.is_empty());
-                        walk.recorded(!rows[0].is_empty(), claimed);
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
-                }
-            }
-            Step::Finish(statements) => {
-                let fault = self.fault_batch(statements.len());
-                match self.db.batch(&statements, fault).result {
-                    Ok(_) => {
-                        walk.finished();
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
-                }
-            }
+            Step::BringToPaid(invoice) => self.bring_to_paid(&mut walk, &invoice.id).map(|()| None),
             Step::Done(ended) => {
                 self.trace(format!("reconcile: {ended:?}"));
                 self.last_reconcile = Some(ended);
                 return;
             }
         };
+        // a database step's rows go to the walk (the others have had their answer)
+        let done = ran.and_then(|rows| match rows {
+            Some(rows) => walk.ran(&as_json(&rows)?),
+            None => Ok(()),
+        });
         match done {
             Ok(()) => self.actors.push(Actor::Reconcile { walk }),
             Err(e) => {

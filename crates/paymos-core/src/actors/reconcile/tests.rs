@@ -300,3 +300,58 @@ fn a_page_that_does_not_fit_the_budget_is_continued_by_the_next_invocation() {
     ));
     assert!(w.used() <= 10);
 }
+
+/// The drivers hand each database step's rows (JSON objects, as D1 gives them) to `ran`:
+/// the same walk as `leased`/`opened`/`looked_up`/`recorded`/`finished` by hand.
+#[test]
+fn a_walk_reads_its_database_steps_rows_itself() {
+    use serde_json::json;
+    let mut w = Walk::new(Start::Manual { full: true }, "holder1".into(), 100, NOW);
+    let Step::Acquire(_) = w.step() else { panic!() };
+    w.ran(&[vec![json!({"name": LEASE})]]).unwrap();
+    let Step::Open(open) = w.step() else { panic!() };
+    let mut results = vec![Vec::new(); open.len()];
+    *results.last_mut().unwrap() =
+        vec![json!({"id": 9.0, "full_walk": 1, "paid_since": null, "cursor": null, "pages": 0})];
+    w.ran(&results).unwrap();
+    assert_eq!(w.run().map(|r| r.id), Some(9));
+    let Step::Fetch { .. } = w.step() else {
+        panic!()
+    };
+    w.fetched(Ok(page(&["inv_a", "inv_b"], true)));
+    let Step::Lookup(_) = w.step() else { panic!() };
+    w.ran(&[
+        vec![json!({"id": "inv_a"}), json!({"id": "inv_b"})],
+        vec![
+            json!({"id": "inv_a", "on_record": 1, "status": "paid"}),
+            json!({"id": "inv_b", "on_record": 1, "status": "paid"}),
+        ],
+    ])
+    .unwrap();
+    let Step::Record(record) = w.step() else {
+        panic!()
+    };
+    assert_eq!(names(&record).last(), Some(&"CLAIM_CURSOR"));
+    // held, and the cursor was claimed before: asked twice, the run ends truncated
+    let mut results = vec![vec![json!({"id": 9})]; record.len()];
+    *results.last_mut().unwrap() = Vec::new();
+    w.ran(&results).unwrap();
+    let Step::Finish(finish) = w.step() else {
+        panic!()
+    };
+    assert_eq!(finish[0].args[2], Arg::text("truncated"));
+    w.ran(&vec![Vec::new(); finish.len()]).unwrap();
+    assert!(matches!(
+        w.step(),
+        Step::Done(Ended::Walked {
+            state: "truncated",
+            ..
+        })
+    ));
+    assert!(w.ran(&[]).is_err(), "no database step in progress");
+    // rows that do not read are said, not guessed
+    let mut w = opened(Start::Manual { full: false }, 100, run(7, 0, None));
+    w.fetched(Ok(page(&["inv_a"], false)));
+    let Step::Lookup(_) = w.step() else { panic!() };
+    assert!(w.ran(&[vec![json!({"id": 3})], Vec::new()]).is_err());
+}
