@@ -463,12 +463,7 @@ impl Sim<'_> {
             self.trace(format!(
                 "dispatcher [{names}] died{at}; the messages come back"
             ));
-            self.fx.busy -= 1;
-            for m in msgs {
-                let delay = self.fx.rng.below(30_000) as i64;
-                self.fx_retry(m, delay);
-            }
-            return;
+            return self.fx_died(msgs);
         }
         let now = self.now();
         if let Some(i) = flights.iter().position(|f| f.until <= now) {
@@ -526,12 +521,7 @@ impl Sim<'_> {
                                 "dispatcher died between its attempts' commit and their requests"
                                     .into(),
                             );
-                            self.fx.busy -= 1;
-                            for m in msgs {
-                                let delay = self.fx.rng.below(30_000) as i64;
-                                self.fx_retry(m, delay);
-                            }
-                            return;
+                            return self.fx_died(msgs);
                         }
                         if let Step::Post(posts) = batch.next(now / 1000) {
                             self.fx_take_off(&posts, &mut flights);
@@ -584,6 +574,15 @@ impl Sim<'_> {
                 self.fx_answer(msgs, replies);
             }
             Step::Done => self.fx.busy -= 1,
+        }
+    }
+
+    /// The invocation died: every message it held comes back, after a while.
+    fn fx_died(&mut self, msgs: Vec<EMsg>) {
+        self.fx.busy -= 1;
+        for m in msgs {
+            let delay = self.fx.rng.below(30_000) as i64;
+            self.fx_retry(m, delay);
         }
     }
 
