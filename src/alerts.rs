@@ -1,33 +1,72 @@
 //! Alerts (CONTRACT §9), evaluated by the 5-minute cron: the conditions come from the same
 //! snapshot as the metrics, the decisions from the core (`paymos_core::alerts`), the alerts
 //! are kept in D1 and sent to `ALERT_WEBHOOK_URL`, signed as effects are, once when they open
-//! and again at most every 6 hours while they stay open. A failed send is logged and tried
-//! again at the next run; it never stops the sweeper (which runs before).
+//! and again at most every 6 hours while they stay open, and again when a new instance
+//! reopens an acknowledged one. A failed send is logged and tried again at the next run; it
+//! never stops the sweeper (which runs before).
+//!
+//! An alert cannot depend on the store it watches: when the cron cannot read D1, it sends
+//! `database_unavailable` without it (its id derived from the hour, so the copies of every
+//! run in that hour collapse), logs it, and remembers the outage in the isolate, to put it on
+//! record (resolved) once D1 answers again.
 
 use crate::config::{self, ConfigError, SignedEndpoint};
-use crate::error::AppResult;
+use crate::error::{AppError, AppResult};
 use crate::sql::{self, AlertRow};
 use crate::{effects, log, metrics, transition};
-use paymos_core::alerts::{decide, observe, Action, AlertKind, Facts, Kept};
+use paymos_core::alerts::{
+    database_unavailable, database_unavailable_id, decide, observe, Action, AlertKind, Facts, Kept,
+};
+use paymos_core::time::{iso_minute, iso_timestamp};
 use serde_json::json;
+use std::cell::RefCell;
 use worker::{D1Database, Date, Env};
 
 /// An alert webhook must answer within this long; the cron has other work.
 const SEND_TIMEOUT_MS: u64 = 5_000;
 
+/// This isolate's view of a D1 outage: since when it could not read D1, how many runs
+/// failed, and the alert it sent for it last (with how many sends got through).
+struct Outage {
+    since: i64,
+    runs: i64,
+    last: Option<AlertRow>,
+    first_id: String,
+    sends: i64,
+}
+
+thread_local! {
+    static OUTAGE: RefCell<Option<Outage>> = const { RefCell::new(None) };
+}
+
+fn now_seconds() -> i64 {
+    (Date::now().as_millis() / 1000) as i64
+}
+
 pub async fn evaluate(env: &Env) -> AppResult<()> {
-    let db = sql::database(env)?;
-    let snap = metrics::snapshot(env, &db).await?;
+    let db = match sql::database(env) {
+        Ok(db) => db,
+        Err(e) => return unavailable(env, &e.0).await,
+    };
+    let snap = match metrics::snapshot(env, &db).await {
+        Ok(s) => s,
+        Err(AppError::Database(e)) => return unavailable(env, &e).await,
+        Err(e) => return Err(e),
+    };
+    recovered(&db).await;
     let f = &snap.facts;
     let facts = Facts {
         dead_deliveries: f.dead,
+        dead_deliveries_mark: f.dead_mark,
         dead_effects: f.effects_dead,
+        dead_effects_mark: f.effects_dead_mark,
         oldest_unprocessed_seconds: f.oldest_unprocessed_seconds,
         oldest_pending_effect_seconds: f.oldest_pending_effect_seconds,
         pending_effects: f.effects_pending,
         unprocessed_deliveries: f.unprocessed,
         reconciliation: snap.reconciliation_facts(),
         livemode_mismatches_recent: f.livemode_mismatches_recent,
+        livemode_mark: f.livemode_mark,
         signature_refusals_recent: snap.signature_refusals_burst,
         signature_burst: config::signature_burst(env),
         storage: Some(snap.archive.storage_facts()),
@@ -35,13 +74,14 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
     let observed = observe(&facts);
     let kept = sql::kept_alerts(&db).await?;
     let webhook = config::alert_webhook(env);
-    let now = (Date::now().as_millis() / 1000) as i64;
-    for kind in AlertKind::ALL {
+    let now = now_seconds();
+    for kind in AlertKind::ALL.into_iter().filter(|k| k.kept_in_d1()) {
         let o = observed.iter().find(|o| o.kind == kind);
         let k = kept.iter().find(|k| k.kind == kind.as_str());
         let state = k.map(|k| Kept {
             acknowledged: k.state == "acknowledged",
             sent_at: k.sent_at_unix,
+            acked_mark: k.acked_mark,
         });
         let send_id = match decide(o, state.as_ref(), now) {
             Action::Nothing => None,
@@ -58,6 +98,7 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
                     kind.severity(),
                     &o.summary,
                     o.count,
+                    o.mark,
                 )
                 .await?;
                 log::line("alert", &id, "opened", Some(kind.as_str()));
@@ -65,8 +106,14 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
             }
             Action::Update { send } => {
                 let (o, k) = (o.expect("observed"), k.expect("kept"));
-                sql::update_alert(&db, &k.id, &o.summary, o.count).await?;
+                sql::update_alert(&db, &k.id, &o.summary, o.count, o.mark).await?;
                 send.then(|| k.id.clone())
+            }
+            Action::Reopen => {
+                let (o, k) = (o.expect("observed"), k.expect("kept"));
+                sql::reopen_alert(&db, &k.id, &o.summary, o.count, o.mark).await?;
+                log::line("alert", &k.id, "reopened", Some(kind.as_str()));
+                Some(k.id.clone())
             }
             Action::Resolve => {
                 let k = k.expect("kept");
@@ -79,7 +126,113 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
             send(&db, &webhook, &id).await?;
         }
     }
+    // what this run saw, for the health charts (the backlog and the outbox over time)
+    sql::record_sample(&db, &iso_minute(now), f).await?;
     Ok(())
+}
+
+/// D1 could not be read: `database_unavailable`, sent without D1, logged.
+async fn unavailable(env: &Env, error: &str) -> AppResult<()> {
+    let now = now_seconds();
+    let id = database_unavailable_id(now);
+    let (since, runs) = OUTAGE.with(|o| {
+        let mut o = o.borrow_mut();
+        let outage = o.get_or_insert_with(|| Outage {
+            since: now,
+            runs: 0,
+            last: None,
+            first_id: id.clone(),
+            sends: 0,
+        });
+        outage.runs += 1;
+        (outage.since, outage.runs)
+    });
+    let o = database_unavailable(since, runs, error);
+    let alert = AlertRow {
+        id: id.clone(),
+        kind: o.kind.as_str().to_string(),
+        severity: o.kind.severity().to_string(),
+        summary: o.summary,
+        count: o.count,
+        state: "open".into(),
+        first_seen: iso_timestamp(since),
+        last_seen: iso_timestamp(now),
+        sent_at: None,
+        sends: 0,
+        last_send_error: None,
+        acknowledged_at: None,
+        resolved_at: None,
+        acked_count: None,
+        reopened_at: None,
+        reopens: 0,
+    };
+    log::line("alert", &id, "database_unavailable", Some(error));
+    let sent = match config::alert_webhook(env) {
+        Ok(Some(endpoint)) => {
+            // the alert's id is the message's: every copy within the hour is one message
+            match effects::post_signed(&endpoint, &id, body(&alert), SEND_TIMEOUT_MS).await {
+                Ok(()) => {
+                    log::line("alert", &id, "sent", Some(&alert.kind));
+                    true
+                }
+                Err(e) => {
+                    log::line(
+                        "alert",
+                        &id,
+                        "send_failed",
+                        Some(&format!("the alert webhook {e}")),
+                    );
+                    false
+                }
+            }
+        }
+        Ok(None) => {
+            log::line(
+                "alert",
+                &id,
+                "not_sent",
+                Some("ALERT_WEBHOOK_URL is not set: database_unavailable is only logged"),
+            );
+            false
+        }
+        Err(why) => {
+            log::line("alert", &id, "not_configured", Some(&why.to_string()));
+            false
+        }
+    };
+    OUTAGE.with(|o| {
+        if let Some(outage) = o.borrow_mut().as_mut() {
+            outage.sends += i64::from(sent);
+            outage.last = Some(alert);
+        }
+    });
+    Ok(())
+}
+
+/// D1 answers again: an outage this isolate saw is put on record, resolved (best effort: a
+/// failed write keeps it for the next run; another isolate's outage is only in the logs).
+async fn recovered(db: &D1Database) {
+    let Some((first_id, sends, last)) = OUTAGE.with(|o| {
+        o.borrow()
+            .as_ref()
+            .and_then(|x| Some((x.first_id.clone(), x.sends, x.last.clone()?)))
+    }) else {
+        return;
+    };
+    let record = AlertRow {
+        id: first_id.clone(),
+        sends,
+        ..last
+    };
+    if sql::record_past_alert(db, &record).await.is_ok() {
+        log::line(
+            "alert",
+            &first_id,
+            "database_available",
+            Some(&record.last_seen),
+        );
+        OUTAGE.with(|o| *o.borrow_mut() = None);
+    }
 }
 
 /// The webhook body: exactly the contract's fields (CONTRACT §9).

@@ -712,8 +712,8 @@ pub async fn reset_for_replay(
         let bucket = bucket(env).ok_or_else(no_bucket)?;
         let restored = read_bodies(&bucket, &[(row.event_id, row.archive_key)]).await?;
         let mut statements = restore_statements(&restored);
-        statements.push(st::RESET_FOR_REPLAY.bind(vec![Arg::text(event_id)]));
-        statements.push(st::audit_after(&st::AUDIT_REPLAY, record));
+        // the tally, the reset and its audit row, after the restore (`audited_replay_batch`)
+        statements.extend(st::audited_replay_batch(event_id, record));
         let results = sql::run_batch(db, &statements).await?;
         let reset = results
             .get(results.len() - 2)
@@ -746,20 +746,21 @@ pub async fn count_replay(db: &D1Database, f: &SweepFilter) -> AppResult<(i64, i
 }
 
 /// A restoring bulk replay's claim (`actors::sweep`): the bodies of `archived` read back from
-/// their objects, put back (`RESTORE_BODY`) in one batch with the claim (`REPLAY_CHUNK`, which
-/// resets them), and `first` (the replay's audit row) after the claim when this is its first;
+/// their objects, put back (`RESTORE_BODY`) in one batch with the claim (`TALLY_REPLAY_CHUNK`
+/// and `REPLAY_CHUNK`, which resets them), and `first` (the replay's audit row) after the claim when this is its first;
 /// the claim's rows.
 pub async fn restore_and_claim(
     env: &Env,
     db: &D1Database,
     archived: &[(String, String)],
-    claim: Bound<'static>,
+    claim: Vec<Bound<'static>>,
     first: Option<Bound<'_>>,
 ) -> AppResult<Vec<Claimed>> {
     let bucket = bucket(env).ok_or_else(no_bucket)?;
     let restored = read_bodies(&bucket, archived).await?;
     let mut statements = restore_statements(&restored);
-    statements.push(claim);
+    // the claim: its tally, then the chunk, whose rows are its last statement's
+    statements.extend(claim);
     let at = statements.len() - 1;
     statements.extend(first);
     let results = sql::run_batch(db, &statements).await?;

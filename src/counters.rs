@@ -71,6 +71,19 @@ pub fn unflushed_since(since_bucket: &str) -> BTreeMap<(&'static str, String), u
     })
 }
 
+/// This isolate's unflushed refusals by minute: (minute bucket, label, count), for the health
+/// charts' refusals per hour.
+pub fn unflushed_refusals_by_minute() -> Vec<(String, String, i64)> {
+    STATE.with(|s| {
+        s.borrow()
+            .pending
+            .iter()
+            .filter(|((_, name, _), _)| *name == REFUSED)
+            .map(|((bucket, _, label), n)| (bucket.clone(), label.clone(), *n as i64))
+            .collect()
+    })
+}
+
 /// Whether this reply schedules the next write: there are counts and no write is scheduled.
 /// True once per period, so that a reply costs no promise of its own.
 pub fn schedule_flush() -> bool {

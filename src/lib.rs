@@ -249,6 +249,8 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         let before = paymos_core::time::iso_minute(now - 8 * 86_400);
         if let Ok(db) = sql::database(&env) {
             let _ = sql::prune_counts(&db, &before).await;
+            // the health charts' samples: as long as the counter buckets
+            let _ = sql::prune_samples(&db, &before).await;
         }
     }
 }

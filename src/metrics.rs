@@ -1,4 +1,5 @@
-//! `GET /admin/api/metrics` (CONTRACT §9): facts from D1 (indexed counts, one batch), the
+//! `GET /admin/api/metrics` (CONTRACT §9): facts from D1 (kept counts and indexes over the
+//! working set, one batch: `METRICS_FACTS` says which fact reads what), the
 //! request counters (flushed ones from D1 plus this isolate's unflushed ones), the last
 //! reconciliation and configuration warnings; JSON, or the Prometheus text format.
 
@@ -119,15 +120,17 @@ impl Snapshot {
         };
         json!({
             "deliveries": {
-                "by_outcome": { "applied": f.applied, "stale": f.stale, "ignored": f.ignored, "dead": f.dead },
+                // dead: not dismissed (CONTRACT §5, §9); dismissed: dead, handled by an operator
+                "by_outcome": { "applied": f.applied, "stale": f.stale, "ignored": f.ignored, "dead": f.dead, "dismissed": f.dismissed },
                 "unprocessed": f.unprocessed,
                 "oldest_unprocessed_seconds": f.oldest_unprocessed_seconds,
                 "dead": f.dead,
+                "dismissed": f.dismissed,
                 "last_received_at": f.last_received_at,
                 "livemode_mismatches": f.livemode_mismatches,
             },
             "effects": {
-                "by_dispatch": { "pending": f.effects_pending, "delivered": f.effects_delivered, "dead": f.effects_dead },
+                "by_dispatch": { "pending": f.effects_pending, "delivered": f.effects_delivered, "dead": f.effects_dead, "dismissed": f.effects_dismissed, "cancelled": f.effects_cancelled },
                 "awaiting_order_ref": f.effects_awaiting_order_ref,
                 "oldest_pending_seconds": f.oldest_pending_effect_seconds,
             },
@@ -162,7 +165,7 @@ impl Snapshot {
             &mut out,
             "paymos_deliveries",
             "gauge",
-            "Deliveries on record by outcome (unprocessed: not processed yet).",
+            "Deliveries on record by outcome (unprocessed: not processed yet; dead: not dismissed; dismissed: dead, handled by an operator).",
             &labelled(
                 "outcome",
                 &[
@@ -170,6 +173,7 @@ impl Snapshot {
                     ("stale", f.stale),
                     ("ignored", f.ignored),
                     ("dead", f.dead),
+                    ("dismissed", f.dismissed),
                     ("unprocessed", f.unprocessed),
                 ],
             ),
@@ -194,7 +198,7 @@ impl Snapshot {
                 ),
                 (
                     "paymos_deliveries_dead",
-                    "Deliveries whose processing kept failing (replayable).",
+                    "Deliveries whose processing kept failing (replayable), not dismissed.",
                     f.dead,
                 ),
                 (
@@ -213,19 +217,21 @@ impl Snapshot {
             &mut out,
             "paymos_effects",
             "gauge",
-            "Effects in the outbox by dispatch state.",
+            "Effects in the outbox by dispatch state (dead: not dismissed; dismissed: dead, handled by an operator; cancelled: by a refund).",
             &labelled(
                 "dispatch",
                 &[
                     ("pending", f.effects_pending),
                     ("delivered", f.effects_delivered),
                     ("dead", f.effects_dead),
+                    ("dismissed", f.effects_dismissed),
+                    ("cancelled", f.effects_cancelled),
                 ],
             ),
         );
         gauges(&mut out, &[
             ("paymos_effects_pending", "Effects not delivered to the order system yet.", f.effects_pending),
-            ("paymos_effects_dead", "Effects the order system did not take within the retry ladder (redeliverable).", f.effects_dead),
+            ("paymos_effects_dead", "Effects the order system did not take within the retry ladder (redeliverable), not dismissed.", f.effects_dead),
             ("paymos_effects_awaiting_order_ref", "Fulfilments waiting for their order_ref before they can be sent.", f.effects_awaiting_order_ref),
             ("paymos_effects_oldest_pending_seconds", "Age of the oldest pending effect (0 when there is none).", f.oldest_pending_effect_seconds.unwrap_or(0)),
         ]);

@@ -135,6 +135,9 @@ pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value
         }
         Ended::Walked { state, error, .. } => {
             let run = walk.run().expect("walked").clone();
+            // the doubled-effects check, bounded: the effects written since it last ran (the
+            // report reads what every check found)
+            sql::check_doubled_effects(&db).await?;
             let report = report(&db, &run, state, error.as_deref()).await?;
             log::line("reconcile", "-", &summary(&report), error.as_deref());
             Ok(Some(report))

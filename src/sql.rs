@@ -17,7 +17,19 @@ pub struct DbError(pub String);
 
 impl From<worker::Error> for DbError {
     fn from(e: worker::Error) -> Self {
-        DbError(e.to_string())
+        match &e {
+            // D1's own message (`D1_ERROR: …`) and its cause, not the wrapper's Debug text
+            worker::Error::D1(d1) => {
+                let message = String::from(AsRef::<js_sys::Error>::as_ref(d1).message());
+                let cause = d1.cause();
+                DbError(if message.contains(&cause) || cause == "unknown error" {
+                    message
+                } else {
+                    format!("{message} ({cause})")
+                })
+            }
+            _ => DbError(e.to_string()),
+        }
     }
 }
 
@@ -193,19 +205,14 @@ pub async fn reset_for_replay(db: &D1Database, event_id: &str, record: &Record) 
     struct Row {
         generation: i64,
     }
-    let results = batch(
-        db,
-        &[
-            st::RESET_FOR_REPLAY.bind(vec![Arg::text(event_id)]),
-            st::audit_after(&st::AUDIT_REPLAY, record),
-        ],
-    )
-    .await?;
-    if let Some(r) = first_row::<Row>(&results, 0)? {
+    // the tally, the reset, and the audit row last (`audited_replay_batch`)
+    let results = batch(db, &st::audited_replay_batch(event_id, record)).await?;
+    let n = results.len();
+    if let Some(r) = first_row::<Row>(&results, n.saturating_sub(2))? {
         return Ok(Reset::Done(r.generation));
     }
     // AUDIT_REPLAY writes `not_found` for an absent delivery, and nothing for an archived one
-    let audited = first_row::<Present>(&results, 1)?.is_some();
+    let audited = first_row::<Present>(&results, n.saturating_sub(1))?.is_some();
     Ok(if audited {
         Reset::Absent
     } else {
@@ -239,6 +246,103 @@ pub async fn insert_audit(
 /// A page of the audit log, newest first: `limit + 1` rows.
 pub async fn list_audit(db: &D1Database, q: &AuditQuery) -> DbResult<Vec<AuditRow>> {
     all(db, st::list_audit(q)).await
+}
+
+// ---------------------------------------------------------------- dismissals
+
+/// What a dismissal came to (CONTRACT §5), as its audit row says.
+pub enum Dismissal {
+    /// Dismissed now, or already: when, and the reason on record.
+    Dismissed {
+        at: String,
+        reason: String,
+        already: bool,
+    },
+    /// It is not dead (unprocessed, or processed otherwise; or an effect not dead).
+    NotDead(String),
+    Missing,
+}
+
+#[derive(Deserialize)]
+struct DismissedRow {
+    dismissed_at: String,
+    dismiss_reason: String,
+}
+
+/// What is on record of a dismissed (or refused) one: when, why, and its state's word.
+pub struct OnRecord {
+    pub dismissed_at: Option<String>,
+    pub dismiss_reason: Option<String>,
+    pub state: String,
+}
+
+/// A dismissal's batch ran: its tally, its audit row (second to last: the outcome, decided in
+/// the transaction on the write's own condition) and the write (last: the row when it was
+/// dismissed now). The audit's word decides the answer; `on_record` (read after the batch,
+/// only when nothing was dismissed now) gives the first dismissal's time and reason, or the
+/// state that refused it.
+fn dismissal(results: &[D1Result], on_record: Option<OnRecord>) -> DbResult<Dismissal> {
+    let outcome = audit_outcome(results, results.len().saturating_sub(2))?;
+    Ok(match (outcome, on_record) {
+        (audit::Outcome::Dismissed, _) => {
+            let r = first_row::<DismissedRow>(results, results.len().saturating_sub(1))?
+                .ok_or_else(|| DbError("a dismissal recorded without its row".into()))?;
+            Dismissal::Dismissed {
+                at: r.dismissed_at,
+                reason: r.dismiss_reason,
+                already: false,
+            }
+        }
+        (audit::Outcome::NotFound, _) | (_, None) => Dismissal::Missing,
+        (
+            audit::Outcome::Already,
+            Some(OnRecord {
+                dismissed_at: Some(at),
+                dismiss_reason,
+                ..
+            }),
+        ) => Dismissal::Dismissed {
+            at,
+            reason: dismiss_reason.unwrap_or_default(),
+            already: true,
+        },
+        (audit::Outcome::Already | audit::Outcome::Conflict, Some(r)) => {
+            Dismissal::NotDead(r.state)
+        }
+        (other, _) => {
+            return Err(DbError(format!(
+                "a dismissal recorded as {}",
+                other.as_str()
+            )))
+        }
+    })
+}
+
+/// Whether a dismissal's write (the batch's last statement) returned its row.
+fn dismissed_now(results: &[D1Result]) -> DbResult<bool> {
+    Ok(first_row::<DismissedRow>(results, results.len().saturating_sub(1))?.is_some())
+}
+
+/// A dead delivery an operator has handled: out of the dead counts and alerts; its audit
+/// row in the same batch.
+pub async fn dismiss_delivery(
+    db: &D1Database,
+    event_id: &str,
+    reason: &str,
+    record: &Record,
+) -> DbResult<Dismissal> {
+    let batch_ = st::audited_dismiss_delivery_batch(event_id, reason, record);
+    let results = batch(db, &batch_).await?;
+    let on_record = if dismissed_now(&results)? {
+        None
+    } else {
+        load_delivery(db, event_id).await?.map(|r| OnRecord {
+            state: r.outcome.clone().unwrap_or_else(|| "unprocessed".into()),
+            dismissed_at: r.dismissed_at,
+            dismiss_reason: r.dismiss_reason,
+        })
+    };
+    dismissal(&results, on_record)
 }
 
 // ---------------------------------------------------------------- resources
@@ -340,17 +444,12 @@ pub async fn redeliver_effect(
         #[serde(deserialize_with = "flag")]
         awaiting_order_ref: bool,
     }
-    let results = batch(
-        db,
-        &[
-            st::REDELIVER_EFFECT.bind(vec![Arg::text(effect_id)]),
-            st::audit_after(&st::AUDIT_REDELIVER, record),
-        ],
-    )
-    .await?;
-    match audit_outcome(&results, 1)? {
+    // the tally, the redelivery, and the audit row last (`audited_redeliver_batch`)
+    let results = batch(db, &st::audited_redeliver_batch(effect_id, record)).await?;
+    let audit_at = results.len().saturating_sub(1);
+    match audit_outcome(&results, audit_at)? {
         audit::Outcome::Redelivered => {
-            let row = first_row::<Row>(&results, 0)?
+            let row = first_row::<Row>(&results, audit_at.saturating_sub(1))?
                 .ok_or_else(|| DbError("a redelivery recorded without its row".into()))?;
             Ok(Redelivery::Pending {
                 awaiting_order_ref: row.awaiting_order_ref,
@@ -365,6 +464,72 @@ pub async fn redeliver_effect(
     }
 }
 
+/// What a pull-mode acknowledgement came to (`POST /effects/{id}/ack`).
+pub enum EffectAck {
+    /// Marked delivered now.
+    Delivered,
+    /// Delivered already (a repeated ack, or pushed): nothing changed.
+    Already,
+    /// Cancelled by its refund: never delivered.
+    Cancelled,
+    /// A fulfilment still awaiting its order_ref: not offered to ship yet.
+    AwaitingOrderRef,
+    Missing,
+}
+
+/// The ack and its audit row in one batch (`audited_ack_effect_batch`: the tally, the row,
+/// the ack); the row's outcome says which it was, the effect as on record says why a refused
+/// one was.
+pub async fn ack_effect(db: &D1Database, effect_id: &str, record: &Record) -> DbResult<EffectAck> {
+    let results = batch(db, &st::audited_ack_effect_batch(effect_id, record)).await?;
+    Ok(
+        match audit_outcome(&results, results.len().saturating_sub(2))? {
+            audit::Outcome::Delivered => EffectAck::Delivered,
+            audit::Outcome::Already => EffectAck::Already,
+            audit::Outcome::NotFound => EffectAck::Missing,
+            audit::Outcome::Conflict => {
+                let row: Option<EffectRow> =
+                    first(db, st::LOAD_EFFECT.bind(vec![Arg::text(effect_id)])).await?;
+                match row {
+                    None => EffectAck::Missing,
+                    Some(e) if e.dispatch == "cancelled" => EffectAck::Cancelled,
+                    Some(_) => EffectAck::AwaitingOrderRef,
+                }
+            }
+            other => {
+                return Err(DbError(format!(
+                    "an effect ack recorded as {}",
+                    other.as_str()
+                )))
+            }
+        },
+    )
+}
+
+/// A dead effect an operator has handled: out of the dead counts and alerts; its audit row
+/// in the same batch.
+pub async fn dismiss_effect(
+    db: &D1Database,
+    effect_id: &str,
+    reason: &str,
+    record: &Record,
+) -> DbResult<Dismissal> {
+    let batch_ = st::audited_dismiss_effect_batch(effect_id, reason, record);
+    let results = batch(db, &batch_).await?;
+    let on_record = if dismissed_now(&results)? {
+        None
+    } else {
+        let row: Option<EffectRow> =
+            first(db, st::LOAD_EFFECT.bind(vec![Arg::text(effect_id)])).await?;
+        row.map(|e| OnRecord {
+            state: e.dispatch,
+            dismissed_at: e.dismissed_at,
+            dismiss_reason: e.dismiss_reason,
+        })
+    };
+    dismissal(&results, on_record)
+}
+
 /// The effects feed, oldest first; `limit + 1` rows so the caller knows about a next page.
 pub async fn list_effects(
     db: &D1Database,
@@ -373,9 +538,16 @@ pub async fn list_effects(
     after_seq: Option<i64>,
     limit: u32,
 ) -> DbResult<Vec<EffectRow>> {
+    // filtered by dispatch state (an order system pulling `pending`): a range of the
+    // (dispatch, id) index, so a page costs about its rows however long the history
+    let statement = if dispatch.is_some() {
+        &st::LIST_EFFECTS_BY_DISPATCH
+    } else {
+        &st::LIST_EFFECTS
+    };
     all(
         db,
-        st::LIST_EFFECTS.bind(vec![
+        statement.bind(vec![
             Arg::opt(kind),
             Arg::opt(dispatch),
             Arg::opt_int(after_seq),
@@ -481,9 +653,20 @@ pub struct DoubledEffect {
     pub count: i64,
 }
 
-/// Resources with more than one effect of a kind: empty by construction; reconciliation asks.
+/// Resources with more than one effect of a kind, as the checks found them: empty by
+/// construction. Reads only what was found (`doubled_effect`), never the effect table.
 pub async fn doubled_effects(db: &D1Database) -> DbResult<Vec<DoubledEffect>> {
     all(db, st::DOUBLED_EFFECTS.bind(vec![])).await
+}
+
+/// The bounded check (the effects written since the last one), then what every check
+/// found, in one transaction.
+pub async fn check_doubled_effects(db: &D1Database) -> DbResult<Vec<DoubledEffect>> {
+    let results = batch(db, &st::check_doubled_batch()).await?;
+    match results.last() {
+        Some(r) => Ok(r.results()?),
+        None => Ok(Vec::new()),
+    }
 }
 
 // ---------------------------------------------------------------- operations
@@ -523,15 +706,25 @@ pub struct MetricsFacts {
     pub applied: i64,
     pub stale: i64,
     pub ignored: i64,
+    /// Dead and not dismissed.
     pub dead: i64,
+    /// Dead and dismissed.
+    pub dismissed: i64,
+    /// When the newest dead delivery not dismissed went dead (unix ms).
+    pub dead_mark: Option<i64>,
     pub unprocessed: i64,
     pub oldest_unprocessed_seconds: Option<i64>,
     pub last_received_at: Option<String>,
     pub livemode_mismatches: i64,
     pub livemode_mismatches_recent: i64,
+    pub livemode_mark: Option<i64>,
     pub effects_pending: i64,
     pub effects_delivered: i64,
+    /// Dead and not dismissed.
     pub effects_dead: i64,
+    pub effects_dismissed: i64,
+    pub effects_cancelled: i64,
+    pub effects_dead_mark: Option<i64>,
     pub effects_awaiting_order_ref: i64,
     pub oldest_pending_effect_seconds: Option<i64>,
     pub alerts_open: i64,
@@ -574,6 +767,7 @@ pub struct KeptAlert {
     pub id: String,
     pub kind: String,
     pub state: String,
+    pub acked_mark: Option<i64>,
     pub sent_at_unix: Option<i64>,
 }
 
@@ -597,6 +791,11 @@ pub struct AlertRow {
     pub last_send_error: Option<String>,
     pub acknowledged_at: Option<String>,
     pub resolved_at: Option<String>,
+    /// What the last acknowledgement covered (the count it showed).
+    pub acked_count: Option<i64>,
+    /// Reopened by a new instance after an acknowledgement: the last time, and how often.
+    pub reopened_at: Option<String>,
+    pub reopens: i64,
 }
 
 pub async fn open_alert(
@@ -606,6 +805,7 @@ pub async fn open_alert(
     severity: &str,
     summary: &str,
     count: i64,
+    mark: Option<i64>,
 ) -> DbResult<()> {
     run(
         db,
@@ -615,17 +815,116 @@ pub async fn open_alert(
             Arg::text(severity),
             Arg::text(summary),
             Arg::Int(count),
+            Arg::opt_int(mark),
         ]),
     )
     .await
 }
 
-pub async fn update_alert(db: &D1Database, id: &str, summary: &str, count: i64) -> DbResult<()> {
+pub async fn update_alert(
+    db: &D1Database,
+    id: &str,
+    summary: &str,
+    count: i64,
+    mark: Option<i64>,
+) -> DbResult<()> {
     run(
         db,
-        st::UPDATE_ALERT.bind(vec![Arg::text(id), Arg::text(summary), Arg::Int(count)]),
+        st::UPDATE_ALERT.bind(vec![
+            Arg::text(id),
+            Arg::text(summary),
+            Arg::Int(count),
+            Arg::opt_int(mark),
+        ]),
     )
     .await
+}
+
+/// An acknowledged alert with a new instance: open again (and sent by the caller).
+pub async fn reopen_alert(
+    db: &D1Database,
+    id: &str,
+    summary: &str,
+    count: i64,
+    mark: Option<i64>,
+) -> DbResult<()> {
+    run(
+        db,
+        st::REOPEN_ALERT.bind(vec![
+            Arg::text(id),
+            Arg::text(summary),
+            Arg::Int(count),
+            Arg::opt_int(mark),
+        ]),
+    )
+    .await
+}
+
+/// An alert sent while D1 could not be read, put on record (resolved) once it can.
+pub async fn record_past_alert(db: &D1Database, a: &AlertRow) -> DbResult<()> {
+    run(
+        db,
+        st::RECORD_PAST_ALERT.bind(vec![
+            Arg::text(&a.id),
+            Arg::text(&a.kind),
+            Arg::text(&a.severity),
+            Arg::text(&a.summary),
+            Arg::Int(a.count),
+            Arg::text(&a.first_seen),
+            Arg::text(&a.last_seen),
+            Arg::Int(a.sends),
+        ]),
+    )
+    .await
+}
+
+/// One sample of what the alert run saw, at its minute (the health charts).
+pub async fn record_sample(db: &D1Database, at: &str, f: &MetricsFacts) -> DbResult<()> {
+    run(
+        db,
+        st::RECORD_SAMPLE.bind(vec![
+            Arg::text(at),
+            Arg::Int(f.unprocessed),
+            Arg::opt_int(f.oldest_unprocessed_seconds),
+            Arg::Int(f.dead),
+            Arg::Int(f.effects_pending),
+            Arg::Int(f.effects_delivered),
+            Arg::Int(f.effects_dead),
+            Arg::opt_int(f.oldest_pending_effect_seconds),
+        ]),
+    )
+    .await
+}
+
+pub async fn prune_samples(db: &D1Database, before_minute: &str) -> DbResult<()> {
+    run(db, st::PRUNE_SAMPLES.bind(vec![Arg::text(before_minute)])).await
+}
+
+/// The health charts' rows, in one batch: deliveries by received hour and what each is now
+/// (from `since_hour`), refusals per hour and the cron's samples (from `since_minute`), and
+/// the facts now (the current hour's newest sample).
+pub async fn history(
+    db: &D1Database,
+    since_hour: &str,
+    since_minute: &str,
+) -> DbResult<(paymos_core::history::Rows, MetricsFacts)> {
+    let results = batch(
+        db,
+        &[
+            st::HISTORY_DELIVERIES.bind(vec![Arg::text(since_hour)]),
+            st::HISTORY_REFUSALS.bind(vec![Arg::text(since_minute)]),
+            st::HISTORY_SAMPLES.bind(vec![Arg::text(since_minute)]),
+            st::METRICS_FACTS.bind(vec![]),
+        ],
+    )
+    .await?;
+    let facts = first_row::<MetricsFacts>(&results, 3)?.unwrap_or_default();
+    let rows = paymos_core::history::Rows {
+        deliveries: rows_of(&results, 0)?,
+        refusals: rows_of(&results, 1)?,
+        samples: rows_of(&results, 2)?,
+    };
+    Ok((rows, facts))
 }
 
 pub async fn resolve_alert(db: &D1Database, id: &str) -> DbResult<()> {

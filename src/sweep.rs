@@ -48,10 +48,15 @@ pub async fn drive_recorded(
                     chunks.claimed(Vec::new());
                     continue;
                 }
-                let rows = match first.take() {
-                    None => sql::all_rows::<Claimed>(db, b).await?,
-                    Some(row) => sql::rows_of(&sql::run_batch(db, &[b, row]).await?, 0)?,
-                };
+                // one transaction; the claim's rows are its last statement's, and a bulk
+                // replay's audit row follows them in its first claim's batch
+                let claim_at = b.len() - 1;
+                let mut b: Vec<Bound<'_>> = b;
+                if let Some(row) = first.take() {
+                    b.push(row);
+                }
+                let results = sql::run_batch(db, &b).await?;
+                let rows = sql::rows_of::<Claimed>(&results, claim_at)?;
                 chunks.claimed(rows);
             }
             // a bulk replay over archived bodies (archive.rs)

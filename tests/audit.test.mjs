@@ -203,9 +203,89 @@ test("an alert acknowledgement is recorded acknowledged, conflict (409) or not_f
   assert.deepEqual([(await newest()).target, (await newest()).outcome], ["alt_audit_none", "not_found"]);
 });
 
+test("a pull ack is recorded delivered, already, conflict (409) or not_found (404)", async () => {
+  const inv = randomId("inv_");
+  await paid(inv);
+  const feed = await call("GET", `/effects?kind=fulfilment&dispatch=pending&limit=1000`);
+  const fulfilment = feed.json.data.find((e) => e.resource_id === inv);
+  assert.ok(fulfilment, "the fulfilment is pending in the feed");
+  const jwt = await user();
+  const ack = await call("POST", `/effects/${fulfilment.id}/ack`, { jwt });
+  assert.equal(ack.status, 200, ack.text);
+  assert.deepEqual(ack.json, { id: fulfilment.id, dispatch: "delivered", already: false });
+  let row = await newest();
+  assert.deepEqual([row.actor, row.action, row.target, row.outcome, row.detail], [EMAIL, "effect_ack", fulfilment.id, "delivered", {}]);
+  const again = await call("POST", `/effects/${fulfilment.id}/ack`);
+  assert.equal(again.status, 200, again.text);
+  assert.equal(again.json.already, true);
+  row = await newest();
+  assert.deepEqual([row.actor, row.outcome], ["token", "already"]);
+
+  // refunded before it was acknowledged: cancelled, never delivered
+  const inv2 = randomId("inv_");
+  await paid(inv2);
+  const refund = envelope("invoice.refunded", inv2);
+  assert.equal((await deliver(w.url, refund)).status, 200);
+  await w.processed(refund.event_id);
+  const cancelled = (await call("GET", `/effects?kind=fulfilment&dispatch=cancelled&limit=1000`)).json.data.find((e) => e.resource_id === inv2);
+  assert.ok(cancelled, "the refund cancelled the fulfilment");
+  const refused = await call("POST", `/effects/${cancelled.id}/ack`);
+  assert.equal(refused.status, 409, refused.text);
+  assert.equal(refused.json.error, "cancelled");
+  assert.equal((await newest()).outcome, "conflict");
+  assert.equal((await call("POST", "/effects/eff_none/ack")).status, 404);
+  row = await newest();
+  assert.deepEqual([row.action, row.target, row.outcome], ["effect_ack", "eff_none", "not_found"]);
+});
+
+test("a dismissal is recorded dismissed, already, conflict (409) or not_found (404), with its reason", async () => {
+  const inv = randomId("inv_");
+  const e = await paid(inv);
+  // not dead: refused, and recorded so
+  const alive = await call("POST", `/deliveries/${e.event_id}/dismiss`, { body: { reason: "a test event" } });
+  assert.equal(alive.status, 409, alive.text);
+  assert.equal(alive.json.error, "not_dead");
+  let row = await newest();
+  assert.deepEqual([row.action, row.target, row.outcome, row.detail], ["delivery_dismiss", e.event_id, "conflict", { reason: "a test event" }]);
+  // (a dead delivery, set up directly: the queue's retries are another test's)
+  await w.db.prepare("UPDATE webhook_delivery SET outcome = 'dead', processed_at = received_at WHERE event_id = ?1").bind(e.event_id).run();
+  const jwt = await user();
+  const d1 = await call("POST", `/deliveries/${e.event_id}/dismiss`, { jwt, body: { reason: "  a test event  " } });
+  assert.equal(d1.status, 200, d1.text);
+  assert.equal(d1.json.already, false);
+  assert.equal(d1.json.reason, "a test event");
+  row = await newest();
+  assert.deepEqual([row.actor, row.action, row.outcome, row.detail], [EMAIL, "delivery_dismiss", "dismissed", { reason: "a test event" }]);
+  const d2 = await call("POST", `/deliveries/${e.event_id}/dismiss`, { body: { reason: "again" } });
+  assert.equal(d2.status, 200, d2.text);
+  assert.deepEqual([d2.json.already, d2.json.reason], [true, "a test event"]);
+  row = await newest();
+  assert.deepEqual([row.outcome, row.detail], ["already", { reason: "again" }]);
+  assert.equal((await call("POST", "/deliveries/evt_none/dismiss", { body: { reason: "x" } })).status, 404);
+  assert.equal((await newest()).outcome, "not_found");
+  // a refused body is not recorded
+  const before400 = (await newest()).id;
+  assert.equal((await call("POST", `/deliveries/${e.event_id}/dismiss`, { body: { reason: " " } })).status, 400);
+  assert.equal((await newest()).id, before400);
+
+  // an effect: pending is not dead; dead, dismissed once
+  const fulfilment = (await call("GET", `/effects?kind=fulfilment&limit=1000`)).json.data.find((x) => x.resource_id === inv);
+  const pending = await call("POST", `/effects/${fulfilment.id}/dismiss`, { body: { reason: "settled by hand" } });
+  assert.equal(pending.status, 409, pending.text);
+  assert.deepEqual([(await newest()).action, (await newest()).outcome], ["effect_dismiss", "conflict"]);
+  await w.db.prepare("UPDATE effect SET dispatch = 'dead' WHERE effect_id = ?1").bind(fulfilment.id).run();
+  const dead = await call("POST", `/effects/${fulfilment.id}/dismiss`, { jwt, body: { reason: "settled by hand" } });
+  assert.equal(dead.status, 200, dead.text);
+  assert.deepEqual([dead.json.id, dead.json.dismissed, dead.json.already], [fulfilment.id, true, false]);
+  row = await newest();
+  assert.deepEqual([row.actor, row.action, row.target, row.outcome, row.detail], [EMAIL, "effect_dismiss", fulfilment.id, "dismissed", { reason: "settled by hand" }]);
+  assert.equal((await call("POST", "/effects/eff_none/dismiss", { body: { reason: "x" } })).status, 404);
+  assert.equal((await newest()).outcome, "not_found");
+});
+
 test("the log is newest first, cursor-paged and filtered by actor and action; it holds no credential", async () => {
   const all = await auditLog();
-  assert.equal(all.length, 13, "7 writes of the first test, 3 of the second, 3 of the third");
+  assert.equal(all.length, 24, "7 writes of the first test, 3 of the second and of the third, 4 of the fourth, 7 of the fifth");
   const ids = all.map((r) => r.id);
   assert.deepEqual(ids, [...ids].sort((a, b) => b - a), "newest first");
   assert.equal(new Set(ids).size, ids.length, "no row twice across pages");
@@ -215,7 +295,7 @@ test("the log is newest first, cursor-paged and filtered by actor and action; it
   }
   // every write of the first tests, oldest first
   const actions = new Set(all.map((r) => r.action));
-  for (const a of ["transition", "replay", "bulk_replay", "redeliver", "alert_ack", "reconcile"]) assert.ok(actions.has(a), a);
+  for (const a of ["transition", "replay", "delivery_dismiss", "bulk_replay", "redeliver", "effect_ack", "effect_dismiss", "alert_ack", "reconcile"]) assert.ok(actions.has(a), a);
 
   const byEmail = await auditLog(`&actor=${encodeURIComponent(EMAIL)}`);
   assert.deepEqual(byEmail.map((r) => r.id), all.filter((r) => r.actor === EMAIL).map((r) => r.id));

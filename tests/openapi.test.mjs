@@ -30,7 +30,7 @@ import { AUD, newKey, startJwksStub } from "./helpers/access.mjs";
 const run = promisify(execFile);
 const VENV = path.join(ROOT, ".venv/bin");
 const DOC_FILE = path.join(ROOT, "crates/paymos-core/src/admin/openapi.json");
-// bounded: about 20 s on 2 cores for the 17 operations (coverage, fuzzing, stateful phases)
+// bounded: about 20 s on 2 cores for the 21 operations (coverage, fuzzing, stateful phases)
 const MAX_EXAMPLES = process.env.PAYMOS_SCHEMATHESIS_EXAMPLES ?? "40";
 // fixed, so a failure is reproduced by the same run; another seed explores other inputs
 const SEED = process.env.PAYMOS_SCHEMATHESIS_SEED ?? "20261130";
@@ -140,7 +140,7 @@ test("GET /admin/api/openapi.json serves the document kept beside the route tabl
   assert.equal(post.status, 405);
   assert.equal(served.openapi, "3.1.0");
   const operations = Object.values(served.paths).flatMap((item) => Object.values(item));
-  assert.equal(operations.length, 17);
+  assert.equal(operations.length, 21);
   assert.equal(new Set(operations.map((o) => o.operationId)).size, operations.length);
 });
 
@@ -242,8 +242,8 @@ async function schemathesis(file, extra = []) {
 test("Schemathesis: every generated request's answer is documented and matches its schema, with no 5xx", { timeout: 200_000 }, async (t) => {
   const { code, out } = await schemathesis(servedFile);
   assert.equal(code, 0, out.slice(-6000));
-  assert.match(out, /Operations:\s+17 selected \/ 17 total/);
-  assert.match(out, /Tested:\s+17/);
+  assert.match(out, /Operations:\s+21 selected \/ 21 total/);
+  assert.match(out, /Tested:\s+21/);
   const counts = /(\d+) generated, (\d+) passed/.exec(out);
   assert.ok(counts, out.slice(-3000));
   assert.equal(counts[1], counts[2], "every generated case passed");

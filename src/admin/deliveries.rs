@@ -1,7 +1,8 @@
-//! `GET /deliveries` and `GET /deliveries/{event_id}`.
+//! `GET /deliveries`, `GET /deliveries/{event_id}` and `POST /deliveries/{event_id}/dismiss`.
 
 use crate::error::{AppError, AppResult};
 use crate::sql::{self, DeliveryFilter, DeliveryRow};
+use paymos_core::admin::audit::Record;
 use paymos_core::admin::{DeliveryCursor, DeliveryQuery, Page};
 use serde_json::{json, Value};
 use worker::{Env, Response};
@@ -35,6 +36,21 @@ pub async fn get(env: &Env, event_id: &str) -> AppResult<Response> {
         .await?
         .ok_or(AppError::NotFound)?;
     Ok(Response::from_json(&delivery_json(row))?)
+}
+
+/// A dead delivery an operator has handled (a test event, a case settled by hand): out of
+/// the dead counts and the `delivery_dead` alert, still on record and replayable (CONTRACT
+/// §5); a replay ends the dismissal. 409 `not_dead` for one that is not dead; repeating it is
+/// 200 with the first reason (`already: true`). Its audit row is in the dismissal's batch.
+pub async fn dismiss(
+    env: &Env,
+    event_id: &str,
+    reason: &str,
+    record: &Record,
+) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    let d = sql::dismiss_delivery(&db, event_id, reason, record).await?;
+    super::effects::dismissed(event_id, "event_id", d)
 }
 
 /// `received` until processed, then the outcome, with `applied`/`ignored` read as `processed`.

@@ -1,4 +1,5 @@
-//! The effects feed (CONTRACT §7), `GET /effects`, and `POST /effects/{effect_id}/redeliver`.
+//! The effects feed (CONTRACT §7), `GET /effects`, `POST /effects/{effect_id}/redeliver`,
+//! `POST /effects/{effect_id}/ack` (pull mode) and `POST /effects/{effect_id}/dismiss`.
 
 use crate::error::{AppError, AppResult};
 use crate::sql;
@@ -57,4 +58,87 @@ pub async fn redeliver(env: &Env, id: &str, record: &Record) -> AppResult<Respon
         "awaiting_order_ref": awaiting,
     }))?
     .with_status(202))
+}
+
+/// Pull mode (CONTRACT §5, §7): the order system that pulled a pending effect from the feed
+/// marks it `delivered`. Repeating it is 200 (`already: true`); a cancelled one (its refund
+/// was recorded) is 409 `cancelled` and never becomes delivered; a fulfilment still awaiting
+/// its order_ref is 409 `awaiting_order_ref` (it is useless to ship without one, and is
+/// offered again with it); 404 unknown. A dead one the order system got after all is
+/// accepted: it leaves the dead counts. Its audit row is in the ack's batch.
+pub async fn ack(env: &Env, id: &str, record: &Record) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    let already = match sql::ack_effect(&db, id, record).await? {
+        sql::EffectAck::Delivered => false,
+        sql::EffectAck::Already => true,
+        sql::EffectAck::Missing => return Err(AppError::NotFound),
+        sql::EffectAck::Cancelled => {
+            return Err(AppError::Conflict(
+                "cancelled",
+                "the effect was cancelled by its refund: it is never delivered".into(),
+            ))
+        }
+        sql::EffectAck::AwaitingOrderRef => {
+            return Err(AppError::Conflict(
+                "awaiting_order_ref",
+                "the fulfilment awaits its order_ref: it is offered again once that is known"
+                    .into(),
+            ))
+        }
+    };
+    crate::log::line(
+        "effect_ack",
+        id,
+        if already {
+            "already_delivered"
+        } else {
+            "delivered"
+        },
+        None,
+    );
+    Ok(Response::from_json(&json!({
+        "id": id,
+        "dispatch": "delivered",
+        "already": already,
+    }))?)
+}
+
+/// A dead effect an operator has handled: out of the dead counts and the `effect_dead`
+/// alert, still on record and redeliverable (CONTRACT §5). 409 `not_dead` for one that is not
+/// dead; repeating it is 200 with the first reason (`already: true`). Its audit row is in the
+/// dismissal's batch.
+pub async fn dismiss(env: &Env, id: &str, reason: &str, record: &Record) -> AppResult<Response> {
+    let db = sql::database(env)?;
+    dismissed(
+        id,
+        "id",
+        sql::dismiss_effect(&db, id, reason, record).await?,
+    )
+}
+
+/// The answer to a dismissal, for deliveries and effects alike.
+pub fn dismissed(id: &str, key: &str, d: sql::Dismissal) -> AppResult<Response> {
+    match d {
+        sql::Dismissal::Missing => Err(AppError::NotFound),
+        sql::Dismissal::NotDead(state) => Err(AppError::Conflict(
+            "not_dead",
+            format!("only a dead one can be dismissed; this one is {state}"),
+        )),
+        sql::Dismissal::Dismissed {
+            at,
+            reason,
+            already,
+        } => {
+            if !already {
+                crate::log::line("dismiss", id, "dismissed", Some(&reason));
+            }
+            Ok(Response::from_json(&json!({
+                key: id,
+                "dismissed": true,
+                "dismissed_at": at,
+                "reason": reason,
+                "already": already,
+            }))?)
+        }
+    }
 }

@@ -60,6 +60,9 @@ async fn apply(
         Command::ReplayDelivery { event_id } => {
             replay::one(env, &event_id, &written(record)?).await
         }
+        Command::DismissDelivery { event_id, reason } => {
+            deliveries::dismiss(env, &event_id, &reason, &written(record)?).await
+        }
         Command::BulkReplay(b) => replay::bulk(env, &b, &written(record)?).await,
         Command::GetResource { resource_id } => resources::get(env, &resource_id).await,
         Command::Transition(t) => resources::transition(env, &t, &written(record)?).await,
@@ -69,7 +72,12 @@ async fn apply(
         Command::RedeliverEffect { effect_id } => {
             effects::redeliver(env, &effect_id, &written(record)?).await
         }
+        Command::AckEffect { effect_id } => effects::ack(env, &effect_id, &written(record)?).await,
+        Command::DismissEffect { effect_id, reason } => {
+            effects::dismiss(env, &effect_id, &reason, &written(record)?).await
+        }
         Command::Metrics { format } => metrics::get(env, format).await,
+        Command::MetricsHistory { hours } => metrics::history(env, hours).await,
         Command::ListAlerts => alerts::list(env).await,
         Command::AckAlert { alert_id } => alerts::ack(env, &alert_id, &written(record)?).await,
         Command::WhoAmI => crate::access::whoami(actor),

@@ -1,6 +1,24 @@
 //! Alerts (CONTRACT §9) as pure decisions: which conditions hold, given the facts the
 //! metrics read, and what to do with each alert, given the clock (`now`, unix seconds).
 //! The Worker reads the facts, keeps the alerts in D1 and sends them; nothing here sleeps.
+//!
+//! An acknowledgement covers what the alert counted when it was given (CONTRACT §9,
+//! amended): each observation carries a **mark**, its newest instance, and a later one
+//! reopens an acknowledged alert, which is then sent again. The marks, by kind:
+//! - `delivery_dead`, `effect_dead`: when the newest dead delivery or effect not dismissed
+//!   went dead (unix ms). Another one going dead (a new one, or a replayed one dying again)
+//!   is later; dismissing one never makes the mark grow.
+//! - `livemode_mismatch`: when the newest mismatched delivery was received (unix ms).
+//! - `reconciliation`: the number of findings. A daily run reports the same missing invoice
+//!   for 7 days (CONTRACT §6): an acknowledgement covers those, and a run that finds more
+//!   reopens it.
+//! - none for `deliveries_backlog`, `effects_backlog` and `signature_refusals`: a backlog or
+//!   a burst is one condition while it lasts (a burst that stops for the 15-minute window
+//!   resolves, and the next one opens a new alert); acknowledged, they stay silent until
+//!   they resolve.
+//!
+//! `database_unavailable` is decided without D1 ([`database_unavailable`]): the cron that
+//! cannot read D1 cannot keep an alert there either.
 
 use serde::Serialize;
 
@@ -29,10 +47,12 @@ pub enum AlertKind {
     SignatureRefusals,
     DatabaseSize,
     Archive,
+    /// The cron could not read D1 (sent without it; never kept open in D1).
+    DatabaseUnavailable,
 }
 
 impl AlertKind {
-    pub const ALL: [AlertKind; 9] = [
+    pub const ALL: [AlertKind; 10] = [
         AlertKind::DeliveryDead,
         AlertKind::EffectDead,
         AlertKind::DeliveriesBacklog,
@@ -42,7 +62,14 @@ impl AlertKind {
         AlertKind::SignatureRefusals,
         AlertKind::DatabaseSize,
         AlertKind::Archive,
+        AlertKind::DatabaseUnavailable,
     ];
+
+    /// Whether the cron keeps this kind in D1, from the facts it reads there (every kind but
+    /// `database_unavailable`).
+    pub fn kept_in_d1(self) -> bool {
+        self != AlertKind::DatabaseUnavailable
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -55,6 +82,7 @@ impl AlertKind {
             AlertKind::SignatureRefusals => "signature_refusals",
             AlertKind::DatabaseSize => "database_size",
             AlertKind::Archive => "archive",
+            AlertKind::DatabaseUnavailable => "database_unavailable",
         }
     }
 
@@ -68,7 +96,8 @@ impl AlertKind {
             AlertKind::DeliveryDead
             | AlertKind::EffectDead
             | AlertKind::Reconciliation
-            | AlertKind::SignatureRefusals => "critical",
+            | AlertKind::SignatureRefusals
+            | AlertKind::DatabaseUnavailable => "critical",
             // a full database refuses every delivery; at 80 % there is time to act, and a
             // failed archiving run removed nothing (the bodies are still in D1)
             AlertKind::DeliveriesBacklog
@@ -106,14 +135,21 @@ pub struct StorageFacts {
 /// What the metrics read, as alerts need it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
+    /// Dead and not dismissed.
     pub dead_deliveries: i64,
+    /// When the newest of them went dead (unix ms).
+    pub dead_deliveries_mark: Option<i64>,
+    /// Dead and not dismissed.
     pub dead_effects: i64,
+    pub dead_effects_mark: Option<i64>,
     pub oldest_unprocessed_seconds: Option<i64>,
     pub oldest_pending_effect_seconds: Option<i64>,
     pub pending_effects: i64,
     pub unprocessed_deliveries: i64,
     pub reconciliation: Option<ReconciliationFacts>,
     pub livemode_mismatches_recent: i64,
+    /// When the newest livemode mismatch was received (unix ms).
+    pub livemode_mark: Option<i64>,
     pub signature_refusals_recent: i64,
     pub signature_burst: i64,
     pub storage: Option<StorageFacts>,
@@ -135,16 +171,19 @@ fn bytes_text(n: i64) -> String {
 pub struct Observation {
     pub kind: AlertKind,
     pub count: i64,
+    /// Its newest instance (see the module's doc); `None`: a condition without instances.
+    pub mark: Option<i64>,
     pub summary: String,
 }
 
 /// The conditions that hold, one observation per kind at most.
 pub fn observe(f: &Facts) -> Vec<Observation> {
     let mut out = Vec::new();
-    let mut push = |kind, count, summary: String| {
+    let mut push = |kind, count, mark, summary: String| {
         out.push(Observation {
             kind,
             count,
+            mark,
             summary,
         })
     };
@@ -152,8 +191,9 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
         push(
             AlertKind::DeliveryDead,
             f.dead_deliveries,
+            f.dead_deliveries_mark,
             format!(
-                "{} deliveries are dead (their processing kept failing); replay them once fixed",
+                "{} deliveries are dead (their processing kept failing); replay them once fixed, or dismiss them",
                 f.dead_deliveries
             ),
         );
@@ -162,8 +202,9 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
         push(
             AlertKind::EffectDead,
             f.dead_effects,
+            f.dead_effects_mark,
             format!(
-                "{} effects could not be delivered to the order system; redeliver them",
+                "{} effects could not be delivered to the order system; redeliver them, or dismiss them",
                 f.dead_effects
             ),
         );
@@ -175,6 +216,7 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
         push(
             AlertKind::DeliveriesBacklog,
             f.unprocessed_deliveries,
+            None,
             format!(
                 "{} deliveries unprocessed, the oldest for {} min",
                 f.unprocessed_deliveries,
@@ -189,6 +231,7 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
         push(
             AlertKind::EffectsBacklog,
             f.pending_effects,
+            None,
             format!(
                 "{} effects pending, the oldest for {} min (an order system down, or a fulfilment awaiting its order_ref)",
                 f.pending_effects,
@@ -212,13 +255,14 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
             if let Some(e) = &r.error {
                 summary.push_str(&format!(" ({e})"));
             }
-            push(AlertKind::Reconciliation, count, summary);
+            push(AlertKind::Reconciliation, count, Some(count), summary);
         }
     }
     if f.livemode_mismatches_recent > 0 {
         push(
             AlertKind::LivemodeMismatch,
             f.livemode_mismatches_recent,
+            f.livemode_mark,
             format!(
                 "{} deliveries in the last 24 h were for the other mode (live/test) and changed nothing",
                 f.livemode_mismatches_recent
@@ -234,6 +278,8 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
             push(
                 AlertKind::DatabaseSize,
                 percent,
+                // no instances: open while it lasts (an ack silences it until it resolves)
+                None,
                 format!(
                     "the database is {} of its {} cap ({percent} %): past it every delivery is refused; check the archive runs, lower RETENTION_DAYS or POST /admin/api/archive",
                     bytes_text(bytes),
@@ -246,6 +292,8 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
             push(
                 AlertKind::Archive,
                 *run,
+                // a later failing run is a new instance: it reopens an acknowledged alert
+                Some(*run),
                 format!(
                     "archiving run {run} failed and removed nothing of its failing chunk: {error}"
                 ),
@@ -256,6 +304,7 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
         push(
             AlertKind::SignatureRefusals,
             f.signature_refusals_recent,
+            None,
             format!(
                 "{} requests refused for their signature in 15 min: a secret rotated on one side only?",
                 f.signature_refusals_recent
@@ -271,6 +320,9 @@ pub struct Kept {
     pub acknowledged: bool,
     /// Unix seconds of the last successful send; `None`: never sent (or every send failed).
     pub sent_at: Option<i64>,
+    /// The newest instance the acknowledgement covered; `None`: not acknowledged, or
+    /// acknowledged before marks were kept with nothing known (then never reopened).
+    pub acked_mark: Option<i64>,
 }
 
 /// What to do with one kind's alert.
@@ -278,10 +330,13 @@ pub struct Kept {
 pub enum Action {
     /// The condition holds and no alert is open: open one and send it.
     Open,
-    /// Still holds: update count/summary/last_seen; `send` when it is due.
+    /// Still holds: update count/summary/mark/last_seen; `send` when it is due.
     Update {
         send: bool,
     },
+    /// Acknowledged, and a new instance came after what the acknowledgement covered: open
+    /// again, and sent now.
+    Reopen,
     /// No longer holds: resolve.
     Resolve,
     Nothing,
@@ -292,16 +347,45 @@ pub fn decide(observed: Option<&Observation>, kept: Option<&Kept>, now: i64) -> 
         (None, None) => Action::Nothing,
         (None, Some(_)) => Action::Resolve,
         (Some(_), None) => Action::Open,
-        // acknowledged: silent until it resolves (CONTRACT §9), however it grows; its count and
-        // summary still follow the condition on /admin. A later occurrence, after it resolved,
-        // opens a new alert.
-        (Some(_), Some(k)) if k.acknowledged => Action::Update { send: false },
+        // acknowledged: silent while nothing new comes (its count and summary still follow
+        // the condition on /admin); a newer instance than the acknowledgement covered reopens
+        // it (CONTRACT §9, amended). A later occurrence, after it resolved, opens a new alert.
+        (Some(o), Some(k)) if k.acknowledged => match (o.mark, k.acked_mark) {
+            (Some(mark), Some(acked)) if mark > acked => Action::Reopen,
+            _ => Action::Update { send: false },
+        },
         (Some(_), Some(k)) => Action::Update {
             send: k
                 .sent_at
                 .is_none_or(|at| now.saturating_sub(at) >= RESEND_AFTER_SECONDS),
         },
     }
+}
+
+/// The `database_unavailable` alert the cron sends when it cannot read D1 (CONTRACT §9):
+/// `since` is when this isolate first failed to read D1 in this outage (unix seconds),
+/// `count` how many runs failed so far. Its id is [`database_unavailable_id`].
+pub fn database_unavailable(since: i64, count: i64, error: &str) -> Observation {
+    Observation {
+        kind: AlertKind::DatabaseUnavailable,
+        count,
+        mark: None,
+        summary: format!(
+            "the cron could not read D1 ({error}) since {} UTC: deliveries are refused with 503 \
+             while it lasts (the sender retries), and no other alert can be evaluated",
+            crate::time::iso_minute(since)
+        ),
+    }
+}
+
+/// `alt_dbdown_<YYYYMMDDHH>`, the hour of `now` (unix seconds, UTC): the copies every
+/// 5-minute run sends within an hour collapse at a receiver that drops copies by id, and the
+/// next hour's is a reminder.
+pub fn database_unavailable_id(now: i64) -> String {
+    let m = crate::time::iso_minute(now);
+    // "YYYY-MM-DDTHH:MM" -> "YYYYMMDDHH"
+    let digits: String = m[..13].chars().filter(char::is_ascii_digit).collect();
+    format!("alt_dbdown_{digits}")
 }
 
 #[cfg(test)]
@@ -314,7 +398,15 @@ mod tests {
         Observation {
             kind,
             count,
+            mark: None,
             summary: String::new(),
+        }
+    }
+
+    fn marked(kind: AlertKind, count: i64, mark: i64) -> Observation {
+        Observation {
+            mark: Some(mark),
+            ..obs(kind, count)
         }
     }
 
@@ -341,7 +433,7 @@ mod tests {
             livemode_mismatches_recent: 1,
             signature_refusals_recent: 20,
             signature_burst: 20,
-            storage: None,
+            ..Facts::default()
         };
         let kinds: Vec<AlertKind> = observe(&f).iter().map(|o| o.kind).collect();
         assert_eq!(
@@ -406,6 +498,7 @@ mod tests {
         let sent = Kept {
             acknowledged: false,
             sent_at: Some(NOW - 3600),
+            acked_mark: None,
         };
         assert_eq!(
             decide(Some(&o), Some(&sent), NOW),
@@ -429,6 +522,7 @@ mod tests {
         let acked = Kept {
             acknowledged: true,
             sent_at: Some(NOW - 7 * 3600),
+            acked_mark: None,
         };
         assert_eq!(
             decide(Some(&o), Some(&acked), NOW),
@@ -436,11 +530,134 @@ mod tests {
             "acknowledged: silent"
         );
         assert_eq!(
-            decide(Some(&obs(AlertKind::DeliveryDead, 2)), Some(&acked), NOW),
+            decide(
+                Some(&obs(AlertKind::DeliveriesBacklog, 4000)),
+                Some(&acked),
+                NOW
+            ),
             Action::Update { send: false },
-            "acknowledged, then grown: still silent until it resolves"
+            "a backlog has no instances: acknowledged, it stays silent however it grows"
         );
         assert_eq!(decide(None, Some(&acked), NOW), Action::Resolve);
+    }
+
+    /// CONTRACT §9 (amended): an acknowledgement covers what was counted when it was given.
+    #[test]
+    fn a_new_instance_reopens_an_acknowledged_alert() {
+        let t = 1_764_450_000_000; // the newest dead one went dead then (unix ms)
+        let acked = Kept {
+            acknowledged: true,
+            sent_at: Some(NOW - 60),
+            acked_mark: Some(t),
+        };
+        // the same dead ones: silent
+        assert_eq!(
+            decide(
+                Some(&marked(AlertKind::DeliveryDead, 2, t)),
+                Some(&acked),
+                NOW
+            ),
+            Action::Update { send: false }
+        );
+        // one more went dead after the acknowledgement: reopened, sent now (even within 6 h)
+        assert_eq!(
+            decide(
+                Some(&marked(AlertKind::DeliveryDead, 3, t + 1)),
+                Some(&acked),
+                NOW
+            ),
+            Action::Reopen
+        );
+        // one dismissed, another gone dead: the count is what was acknowledged, the mark is
+        // newer: a count would miss it, the mark does not
+        assert_eq!(
+            decide(
+                Some(&marked(AlertKind::EffectDead, 2, t + 5_000)),
+                Some(&acked),
+                NOW
+            ),
+            Action::Reopen
+        );
+        // the newest dismissed: the mark goes back, nothing new
+        assert_eq!(
+            decide(
+                Some(&marked(AlertKind::DeliveryDead, 1, t - 90_000)),
+                Some(&acked),
+                NOW
+            ),
+            Action::Update { send: false }
+        );
+        // reconciliation: the mark is the count of findings; more findings reopen
+        let recon = Kept {
+            acked_mark: Some(2),
+            ..acked.clone()
+        };
+        assert_eq!(
+            decide(
+                Some(&marked(AlertKind::Reconciliation, 2, 2)),
+                Some(&recon),
+                NOW
+            ),
+            Action::Update { send: false },
+            "the same missing invoice, run after run: covered"
+        );
+        assert_eq!(
+            decide(
+                Some(&marked(AlertKind::Reconciliation, 3, 3)),
+                Some(&recon),
+                NOW
+            ),
+            Action::Reopen
+        );
+        // an open (not acknowledged) alert is never "reopened": it is re-sent on its schedule
+        let open = Kept {
+            acknowledged: false,
+            ..acked.clone()
+        };
+        assert_eq!(
+            decide(
+                Some(&marked(AlertKind::DeliveryDead, 3, t + 1)),
+                Some(&open),
+                NOW
+            ),
+            Action::Update { send: false }
+        );
+        // all dismissed: the condition no longer holds
+        assert_eq!(decide(None, Some(&acked), NOW), Action::Resolve);
+        // acknowledged without a mark (before marks were kept): never reopened by one
+        let unmarked = Kept {
+            acked_mark: None,
+            ..acked
+        };
+        assert_eq!(
+            decide(
+                Some(&marked(AlertKind::DeliveryDead, 9, t)),
+                Some(&unmarked),
+                NOW
+            ),
+            Action::Update { send: false }
+        );
+    }
+
+    #[test]
+    fn database_unavailable_is_one_id_per_hour() {
+        // 2025-11-29T21:00:00Z .. 21:59:59Z
+        let h = 1_764_450_000; // an hour's start
+        assert_eq!(database_unavailable_id(h), "alt_dbdown_2025112921");
+        assert_eq!(database_unavailable_id(h + 3599), "alt_dbdown_2025112921");
+        assert_eq!(database_unavailable_id(h + 3600), "alt_dbdown_2025112922");
+        let o = database_unavailable(h - 600, 3, "D1_ERROR: no such table: webhook_delivery");
+        assert_eq!(
+            (o.kind, o.count, o.mark),
+            (AlertKind::DatabaseUnavailable, 3, None)
+        );
+        assert_eq!(o.kind.severity(), "critical");
+        assert!(o.summary.contains("2025-11-29T20:50") && o.summary.contains("no such table"));
+        assert!(!AlertKind::DatabaseUnavailable.kept_in_d1());
+        assert!(AlertKind::ALL
+            .iter()
+            .filter(|k| **k != AlertKind::DatabaseUnavailable)
+            .all(|k| k.kept_in_d1()));
     }
 
     #[test]

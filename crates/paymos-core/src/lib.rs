@@ -7,6 +7,7 @@ pub mod actors;
 pub mod admin;
 pub mod alerts;
 pub mod envelope;
+pub mod history;
 pub mod ids;
 pub mod ladder;
 pub mod license;

@@ -61,6 +61,12 @@ pub struct DeliveryRow {
     pub reason: Option<String>,
     #[serde(deserialize_with = "int")]
     pub generation: i64,
+    /// A dead delivery an operator has handled (CONTRACT §5): out of the dead counts and
+    /// alerts, still replayable; a replay clears it.
+    #[serde(default)]
+    pub dismissed_at: Option<String>,
+    #[serde(default)]
+    pub dismiss_reason: Option<String>,
     /// When its body left D1 for the archive (CONTRACT §10), and the object holding it.
     #[serde(default)]
     pub archived_at: Option<String>,
@@ -107,6 +113,17 @@ pub struct EffectRow {
     /// reach the order system until the timeout after it.
     #[serde(default)]
     pub attempt_started_at: Option<String>,
+    /// When it went dead (NULL unless dead).
+    #[serde(default)]
+    pub dead_at: Option<String>,
+    /// A dead effect an operator has handled (CONTRACT §5); a redelivery clears it.
+    #[serde(default)]
+    pub dismissed_at: Option<String>,
+    #[serde(default)]
+    pub dismiss_reason: Option<String>,
+    /// When an order system that pulls the feed acknowledged it (`POST /effects/{id}/ack`).
+    #[serde(default)]
+    pub acknowledged_at: Option<String>,
     /// A fulfilment made before its order_ref was known: not sent until it is.
     #[serde(deserialize_with = "flag")]
     pub awaiting_order_ref: bool,

@@ -14,6 +14,15 @@ pub fn iso_minute(unix_seconds: i64) -> String {
     )
 }
 
+/// `YYYY-MM-DDTHH:MM:SS.000Z` (UTC) for `unix_seconds`: a time as SQLite's `now!()` writes it.
+pub fn iso_timestamp(unix_seconds: i64) -> String {
+    format!(
+        "{}:{:02}.000Z",
+        iso_minute(unix_seconds),
+        unix_seconds.rem_euclid(60)
+    )
+}
+
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -117,7 +126,7 @@ pub fn normalize_iso8601(s: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{iso_minute, normalize_iso8601, unix_of_iso};
+    use super::{iso_minute, iso_timestamp, normalize_iso8601, unix_of_iso};
 
     #[test]
     fn iso8601_inputs() {
@@ -149,6 +158,15 @@ mod tests {
         ] {
             assert_eq!(normalize_iso8601(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn timestamps_read_back() {
+        assert_eq!(iso_timestamp(1_764_450_007), "2025-11-29T21:00:07.000Z");
+        assert_eq!(
+            unix_of_iso(&iso_timestamp(1_764_450_007)),
+            Some(1_764_450_007)
+        );
     }
 
     #[test]

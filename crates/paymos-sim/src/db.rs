@@ -320,6 +320,29 @@ impl Db {
             .unwrap_or_else(|e| panic!("checker read {}: {e}", b.statement.name))
     }
 
+    /// Raw SQL outside the protocol (schema tests): `Err` with SQLite's message.
+    pub fn execute_raw(&self, sql: &str) -> Result<(), String> {
+        self.conn.execute_batch(sql).map_err(|e| e.to_string())
+    }
+
+    /// SQLite's query plan of a statement (`EXPLAIN QUERY PLAN`, every parameter NULL), one
+    /// line per step.
+    pub fn plan(&self, s: &Statement) -> Vec<String> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", s.sql))
+            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        for i in 1..=s.params.len() {
+            stmt.raw_bind_parameter(i, Value::Null).expect("bind");
+        }
+        let mut rows = stmt.raw_query();
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().expect("plan row") {
+            out.push(row.get::<_, String>(3).expect("plan detail"));
+        }
+        out
+    }
+
     /// Inspection SQL of the checker (whole-table views no statement of the Worker needs).
     pub fn inspect(&self, sql: &str) -> Rows {
         let mut stmt = self.conn.prepare_cached(sql).expect("inspection SQL");

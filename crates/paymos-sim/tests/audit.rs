@@ -179,15 +179,11 @@ fn a_replay_is_recorded_replayed_or_not_found() {
     );
     for (id, outcome, reset) in [("evt_1", "replayed", true), ("evt_404", "not_found", false)] {
         let rec = record("POST", &format!("deliveries/{id}/replay"), "", "token");
-        let rows = commit(
-            &mut db,
-            &[
-                st::RESET_FOR_REPLAY.bind(vec![Arg::text(id)]),
-                st::audit_after(&st::AUDIT_REPLAY, &rec),
-            ],
-        );
-        assert_eq!(!rows[0].is_empty(), reset, "{id}");
-        assert_eq!(returned_outcome(&rows[1]), outcome);
+        // the tally, the reset, the row last: as the Worker runs it
+        let rows = commit(&mut db, &st::audited_replay_batch(id, &rec));
+        let n = rows.len();
+        assert_eq!(!rows[n - 2].is_empty(), reset, "{id}");
+        assert_eq!(returned_outcome(&rows[n - 1]), outcome);
     }
     let rows = audit_rows(&db);
     assert_eq!(rows[0].2.as_deref(), Some("evt_1"));
@@ -229,16 +225,157 @@ fn a_redelivery_is_recorded_as_the_update_decided() {
             "",
             "ops@example.com",
         );
+        let rows = commit(&mut db, &st::audited_redeliver_batch(id, &rec));
+        let n = rows.len();
+        assert_eq!(returned_outcome(&rows[n - 1]), outcome, "{id}");
+        assert_eq!(!rows[n - 2].is_empty(), outcome == "redelivered", "{id}");
+    }
+}
+
+fn tally(db: &Db, column: &str) -> i64 {
+    db.inspect(&format!("SELECT {column} AS n FROM tally WHERE id = 1"))
+        .int(0, "n")
+        .expect("the tally's row")
+}
+
+/// The ack's row comes before the ack (a repeat and a first ack leave the same row): it
+/// says `delivered` exactly when the ack that follows marks it, for every kind of effect.
+#[test]
+fn a_pull_ack_is_recorded_as_the_ack_decides() {
+    let mut db = db();
+    setup(
+        &db,
+        "INSERT INTO resource (id, kind, status) VALUES ('inv_a', 'invoice', 'paid'), \
+           ('inv_b', 'invoice', 'paid'), ('inv_c', 'invoice', 'refunded'), \
+           ('wdr_1', 'withdrawal', 'completed'), ('wdr_2', 'withdrawal', 'completed'), \
+           ('wdr_3', 'withdrawal', 'completed')",
+    );
+    // (one effect of a kind per resource)
+    setup(
+        &db,
+        "INSERT INTO effect (resource_id, kind, license_code, cause, effect_id, dispatch, \
+           order_ref) VALUES \
+           ('wdr_1', 'settlement', NULL, 'evt', 'eff_pending', 'pending', NULL), \
+           ('wdr_2', 'settlement', NULL, 'evt', 'eff_dead', 'dead', NULL), \
+           ('wdr_3', 'settlement', NULL, 'evt', 'eff_pushed', 'delivered', NULL), \
+           ('inv_a', 'fulfilment', 'L1', 'evt', 'eff_awaiting', 'pending', NULL), \
+           ('inv_b', 'fulfilment', 'L2', 'evt', 'eff_ordered', 'pending', 'ord_1'), \
+           ('inv_c', 'fulfilment', 'L3', 'evt', 'eff_cancelled', 'cancelled', 'ord_2')",
+    );
+    let before = tally(&db, "effects_delivered");
+    let cases = [
+        ("eff_pending", "delivered"),
+        ("eff_pending", "already"),
+        ("eff_dead", "delivered"),
+        ("eff_pushed", "already"),
+        ("eff_awaiting", "conflict"),
+        ("eff_ordered", "delivered"),
+        ("eff_cancelled", "conflict"),
+        ("eff_none", "not_found"),
+    ];
+    for (id, outcome) in cases {
+        let rec = record(
+            "POST",
+            &format!("effects/{id}/ack"),
+            "",
+            "orders@example.com",
+        );
+        let rows = commit(&mut db, &st::audited_ack_effect_batch(id, &rec));
+        let n = rows.len();
+        assert_eq!(returned_outcome(&rows[n - 2]), outcome, "{id}");
+        assert_eq!(!rows[n - 1].is_empty(), outcome == "delivered", "{id}");
+    }
+    assert_eq!(
+        tally(&db, "effects_delivered") - before,
+        3,
+        "each ack counted once"
+    );
+    let rows = audit_rows(&db);
+    assert_eq!(rows.len(), cases.len());
+    assert!(rows.iter().all(|r| r.1 == "effect_ack" && r.4 == "{}"));
+    let state = db.inspect("SELECT dispatch FROM effect WHERE effect_id = 'eff_cancelled'");
+    assert_eq!(state.text(0, "dispatch").as_deref(), Some("cancelled"));
+}
+
+/// Dismissals of deliveries and effects: the row (before the write, on its condition) says
+/// `dismissed` exactly when the write dismisses, `already` for a repeat, which keeps the
+/// first reason and counts once.
+#[test]
+fn a_dismissal_is_recorded_as_the_dismissal_decides() {
+    let mut db = db();
+    for id in ["evt_dead", "evt_new"] {
+        db.run(
+            &st::INSERT_DELIVERY.bind(vec![
+                Arg::text(id),
+                Arg::text("inv_1"),
+                Arg::text("invoice.paid"),
+                Arg::text("{}"),
+            ]),
+            Fault::None,
+        );
+    }
+    setup(
+        &db,
+        "UPDATE webhook_delivery SET outcome = 'dead', processed_at = received_at \
+         WHERE event_id = 'evt_dead'",
+    );
+    setup(
+        &db,
+        "INSERT INTO resource (id, kind, status) VALUES ('wdr_1', 'withdrawal', 'completed'), \
+           ('wdr_2', 'withdrawal', 'completed')",
+    );
+    setup(
+        &db,
+        "INSERT INTO effect (resource_id, kind, cause, effect_id, dispatch) VALUES \
+           ('wdr_1', 'settlement', 'evt', 'eff_dead', 'dead'), \
+           ('wdr_2', 'settlement', 'evt', 'eff_pending', 'pending')",
+    );
+    let deliveries = [
+        ("evt_dead", "a test event", "dismissed"),
+        ("evt_dead", "again", "already"),
+        ("evt_new", "x", "conflict"),
+        ("evt_none", "x", "not_found"),
+    ];
+    for (id, reason, outcome) in deliveries {
+        let body = format!(r#"{{"reason":"{reason}"}}"#);
+        let rec = record("POST", &format!("deliveries/{id}/dismiss"), &body, "token");
         let rows = commit(
             &mut db,
-            &[
-                st::REDELIVER_EFFECT.bind(vec![Arg::text(id)]),
-                st::audit_after(&st::AUDIT_REDELIVER, &rec),
-            ],
+            &st::audited_dismiss_delivery_batch(id, reason, &rec),
         );
-        assert_eq!(returned_outcome(&rows[1]), outcome, "{id}");
-        assert_eq!(!rows[0].is_empty(), outcome == "redelivered", "{id}");
+        let n = rows.len();
+        assert_eq!(returned_outcome(&rows[n - 2]), outcome, "{id}");
+        assert_eq!(!rows[n - 1].is_empty(), outcome == "dismissed", "{id}");
     }
+    let effects = [
+        ("eff_dead", "settled by hand", "dismissed"),
+        ("eff_dead", "again", "already"),
+        ("eff_pending", "x", "conflict"),
+        ("eff_none", "x", "not_found"),
+    ];
+    for (id, reason, outcome) in effects {
+        let body = format!(r#"{{"reason":"{reason}"}}"#);
+        let rec = record("POST", &format!("effects/{id}/dismiss"), &body, "token");
+        let rows = commit(&mut db, &st::audited_dismiss_effect_batch(id, reason, &rec));
+        let n = rows.len();
+        assert_eq!(returned_outcome(&rows[n - 2]), outcome, "{id}");
+        assert_eq!(!rows[n - 1].is_empty(), outcome == "dismissed", "{id}");
+    }
+    assert_eq!(tally(&db, "deliveries_dismissed"), 1);
+    assert_eq!(tally(&db, "effects_dismissed"), 1);
+    let kept =
+        db.inspect("SELECT dismiss_reason FROM webhook_delivery WHERE event_id = 'evt_dead'");
+    assert_eq!(
+        kept.text(0, "dismiss_reason").as_deref(),
+        Some("a test event")
+    );
+    let rows = audit_rows(&db);
+    assert_eq!(rows.len(), deliveries.len() + effects.len());
+    assert_eq!(
+        (rows[0].1.as_str(), rows[0].4.as_str()),
+        ("delivery_dismiss", r#"{"reason":"a test event"}"#)
+    );
+    assert_eq!(rows[4].1, "effect_dismiss");
 }
 
 #[test]
@@ -252,6 +389,7 @@ fn an_alert_ack_is_recorded_acknowledged_conflict_or_not_found() {
                 Arg::text("critical"),
                 Arg::text("s"),
                 Arg::Int(1),
+                Arg::Null,
             ]),
             Fault::None,
         );

@@ -293,13 +293,11 @@ impl Batch {
             let start = self.statements.len();
             match item {
                 Item::Done(_) => {}
-                Item::Ignore(reason) => self.statements.push(
-                    st::MARK_IGNORED
-                        .bind(vec![
-                            Arg::text(&self.messages[i].event_id),
-                            Arg::text(reason),
-                        ])
-                        .into_owned(),
+                // its tally first, in the same transaction (`tally`, migration 0009)
+                Item::Ignore(reason) => self.statements.extend(
+                    st::mark_ignored_batch(&self.messages[i].event_id, reason)
+                        .into_iter()
+                        .map(Bound::into_owned),
                 ),
                 Item::Transition(p) => {
                     let mut statements = p.statements();

@@ -91,6 +91,8 @@ mod tests {
             generation,
             archived_at: None,
             archive_key: None,
+            dismissed_at: None,
+            dismiss_reason: None,
             body: None,
         }
     }

@@ -519,6 +519,21 @@ impl Batch {
     /// Every outcome in one batch: each POST's, and the waits' deferrals.
     fn record_statements(&mut self) -> Vec<Bound<'static>> {
         let mut statements = Vec::new();
+        // the kept count of delivered effects, first (`TALLY_DELIVERED`: the items are
+        // distinct effects, each marked by its own statement below, in this transaction)
+        let delivered: Vec<&str> = self
+            .items
+            .iter()
+            .filter(|i| matches!(i.after, Some(After::Delivered)))
+            .map(|i| i.id.as_str())
+            .collect();
+        if !delivered.is_empty() {
+            statements.push(
+                st::TALLY_DELIVERED
+                    .bind(vec![Arg::json_list(&delivered)])
+                    .into_owned(),
+            );
+        }
         for item in &mut self.items {
             let b = match (&item.before, &item.after) {
                 (_, Some(After::Delivered)) => {

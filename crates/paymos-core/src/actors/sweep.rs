@@ -88,17 +88,18 @@ pub struct Claimed {
 /// What the driver does next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
-    /// Run it; hand its rows to [`Chunks::claimed`].
-    Claim(Bound<'static>),
+    /// Run them, one transaction (a claim, after its tally where it changes kept counts: a
+    /// bulk replay's chunk); hand the last statement's rows to [`Chunks::claimed`].
+    Claim(Vec<Bound<'static>>),
     /// A restoring replay: run it; hand its rows to [`Chunks::archived`].
     LookUpArchived(Bound<'static>),
     /// A restoring replay's claim: read the bodies of `archived` (event id, archive key) back
     /// from their objects (each checked against its recorded SHA-256), then run a
-    /// `RESTORE_BODY` for each ([`restore_statement`]) and `claim` as one batch; hand the
-    /// claim's rows to [`Chunks::claimed`].
+    /// `RESTORE_BODY` for each ([`restore_statement`]) and `claim` (its tally, then the
+    /// chunk) as one batch; hand the last statement's rows to [`Chunks::claimed`].
     RestoreAndClaim {
         archived: Vec<(String, String)>,
-        claim: Bound<'static>,
+        claim: Vec<Bound<'static>>,
     },
     /// Send these (deliveries: `{event_id, generation}`, effects: `{effect_id}`); hand how
     /// many were sent, and the first failure, to [`Chunks::sent`].
@@ -245,19 +246,23 @@ impl Chunks {
         }
     }
 
-    fn claim_statement(&self) -> Bound<'static> {
+    fn claim_statement(&self) -> Vec<Bound<'static>> {
         let limit = Arg::Int(i64::from(self.chunk));
         match &self.kind {
-            Kind::Deliveries { older_than } => st::CLAIM_UNPROCESSED.bind(vec![
+            Kind::Deliveries { older_than } => vec![st::CLAIM_UNPROCESSED.bind(vec![
                 Arg::Text(Cow::Owned(st::seconds_ago(*older_than))),
                 limit,
-            ]),
-            Kind::Effects { older_than } => st::CLAIM_EFFECTS.bind(vec![
+            ])],
+            Kind::Effects { older_than } => vec![st::CLAIM_EFFECTS.bind(vec![
                 Arg::Text(Cow::Owned(st::seconds_ago(*older_than))),
                 limit,
-            ]),
+            ])],
             Kind::Replay { filter, after } => {
-                replay_statement(&st::REPLAY_CHUNK, filter, after, self.limit)
+                // the chunk's outcomes leave the kept counts in its transaction
+                // (TALLY_REPLAY_CHUNK first, on the same chunk)
+                st::replay_chunk_batch(
+                    replay_statement(&st::REPLAY_CHUNK, filter, after, self.limit).args,
+                )
             }
         }
     }
@@ -340,6 +345,7 @@ mod tests {
     fn the_sweeper_claims_while_its_chunks_come_back_full() {
         let mut s = Chunks::new(Kind::Deliveries { older_than: 300 }, 2, 3);
         let Step::Claim(c) = s.step() else { panic!() };
+        let [c] = &c[..] else { panic!("one statement") };
         assert_eq!(c.statement.name, "CLAIM_UNPROCESSED");
         assert_eq!(c.args[0], Arg::text("-300 seconds"));
         s.claimed(rows(&["evt_a", "evt_b"]));
@@ -364,7 +370,7 @@ mod tests {
     fn a_failed_send_ends_a_sweep_but_not_a_replay() {
         let mut s = Chunks::new(Kind::Effects { older_than: 300 }, 1, 5);
         let Step::Claim(c) = s.step() else { panic!() };
-        assert_eq!(c.statement.name, "CLAIM_EFFECTS");
+        assert_eq!(c[0].statement.name, "CLAIM_EFFECTS");
         s.claimed(rows(&["eff_a"]));
         let _ = s.step();
         s.sent(0, Some("queue down".into()));
@@ -387,12 +393,20 @@ mod tests {
             2,
         );
         let Step::Claim(c) = r.step() else { panic!() };
-        assert_eq!(c.statement.name, "REPLAY_CHUNK");
+        let names: Vec<&str> = c.iter().map(|b| b.statement.name).collect();
+        assert_eq!(
+            names,
+            ["TALLY_REPLAY_CHUNK", "REPLAY_CHUNK"],
+            "the tally first, on the same chunk"
+        );
+        assert_eq!(c[0].args, c[1].args);
+        let c = &c[1];
         assert_eq!(c.args[2], Arg::text("dead"));
         r.claimed(rows(&["evt_a", "evt_b"]));
         let _ = r.step();
         r.sent(0, Some("queue down".into()));
         let Step::Claim(c) = r.step() else { panic!() };
+        let c = c.last().unwrap();
         assert_eq!(
             c.args[5],
             Arg::text("2026-12-01T00:00:01.000Z"),
@@ -449,9 +463,14 @@ mod tests {
         let Step::RestoreAndClaim { archived, claim } = r.step() else {
             panic!()
         };
-        assert_eq!(claim.statement.name, "REPLAY_CHUNK");
+        let names: Vec<&str> = claim.iter().map(|b| b.statement.name).collect();
+        assert_eq!(names, ["TALLY_REPLAY_CHUNK", "REPLAY_CHUNK"]);
         assert_eq!(
-            claim.args[7],
+            claim[0].args, claim[1].args,
+            "the tally reads the same chunk"
+        );
+        assert_eq!(
+            claim[1].args[7],
             Arg::Int(40),
             "cut before the fifth object's row"
         );
@@ -489,7 +508,7 @@ mod tests {
         let _ = r.step();
         r.archived(Vec::new());
         let Step::Claim(c) = r.step() else { panic!() };
-        assert_eq!(c.args[7], Arg::Int(100));
+        assert_eq!(c.last().unwrap().args[7], Arg::Int(100));
         // a sweeper is never restored
         let mut s = Chunks::new(Kind::Deliveries { older_than: 1 }, 100, 5).restoring(4);
         assert!(matches!(s.step(), Step::Claim(_)));

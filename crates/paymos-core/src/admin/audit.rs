@@ -8,7 +8,9 @@
 //! [`Record::of`] (the `every_write_is_audited` test fails until it has one), and in the
 //! handler one audit statement pushed into the write's own batch: `statements::insert_audit`
 //! when the outcome is known before the batch runs, or a statement that decides it inside the
-//! transaction (as `AUDIT_REDELIVER` does) when the write's guard decides it.
+//! transaction (as `AUDIT_REDELIVER` does) when the write's guard decides it: after the write,
+//! or just before it on the write's own condition where a repeat and a first call leave the
+//! same row (`AUDIT_EFFECT_ACK`, `AUDIT_DISMISS_DELIVERY`, `AUDIT_DISMISS_EFFECT`).
 
 use super::command::{Archive, BulkReplay, Command, Transition};
 use super::routes::Operation;
@@ -49,10 +51,16 @@ words! {
         Transition = "transition",
         /// `POST /deliveries/{event_id}/replay`
         Replay = "replay",
+        /// `POST /deliveries/{event_id}/dismiss`
+        DeliveryDismiss = "delivery_dismiss",
         /// `POST /deliveries/replay`
         BulkReplay = "bulk_replay",
         /// `POST /effects/{effect_id}/redeliver`
         Redeliver = "redeliver",
+        /// `POST /effects/{effect_id}/ack` (pull mode)
+        EffectAck = "effect_ack",
+        /// `POST /effects/{effect_id}/dismiss`
+        EffectDismiss = "effect_dismiss",
         /// `POST /alerts/{alert_id}/ack`
         AlertAck = "alert_ack",
         /// `POST /reconcile`
@@ -79,6 +87,13 @@ words! {
         Redelivered = "redelivered",
         /// An alert acknowledged.
         Acknowledged = "acknowledged",
+        /// A pulled effect acknowledged: marked delivered now.
+        Delivered = "delivered",
+        /// A dead delivery or effect dismissed now.
+        Dismissed = "dismissed",
+        /// A repeated ack or dismissal: it was so already, nothing changed (answered 200
+        /// with `already: true`).
+        Already = "already",
         /// A reconciliation that finished and found nothing wrong; an archiving run that
         /// archived all it was asked to.
         Ok = "ok",
@@ -92,7 +107,8 @@ words! {
         /// 404: the target does not exist.
         NotFound = "not_found",
         /// 409: the target's state refuses the call (a cancelled effect, a resolved alert, a
-        /// reconciliation another invocation is walking).
+        /// reconciliation another invocation is walking, a dismissal of what is not dead, an
+        /// ack of a cancelled effect or of a fulfilment awaiting its order_ref).
         Conflict = "conflict",
         /// The call failed after it was admitted (reconciliation not configured, the
         /// provider unreachable).
@@ -126,10 +142,23 @@ impl Record {
             Command::ReplayDelivery { event_id } => {
                 (Action::Replay, Some(event_id.clone()), Map::new())
             }
+            Command::DismissDelivery { event_id, reason } => (
+                Action::DeliveryDismiss,
+                Some(event_id.clone()),
+                object(json!({ "reason": reason })),
+            ),
             Command::BulkReplay(b) => (Action::BulkReplay, None, bulk_replay_detail(b)),
             Command::RedeliverEffect { effect_id } => {
                 (Action::Redeliver, Some(effect_id.clone()), Map::new())
             }
+            Command::AckEffect { effect_id } => {
+                (Action::EffectAck, Some(effect_id.clone()), Map::new())
+            }
+            Command::DismissEffect { effect_id, reason } => (
+                Action::EffectDismiss,
+                Some(effect_id.clone()),
+                object(json!({ "reason": reason })),
+            ),
             Command::AckAlert { alert_id } => {
                 (Action::AlertAck, Some(alert_id.clone()), Map::new())
             }
@@ -143,6 +172,7 @@ impl Record {
             | Command::LatestReconcile
             | Command::ListEffects(_)
             | Command::Metrics { .. }
+            | Command::MetricsHistory { .. }
             | Command::ListAlerts
             | Command::WhoAmI
             | Command::ListAudit(_)
@@ -165,6 +195,9 @@ impl Record {
                 | Operation::ReplayDelivery
                 | Operation::BulkReplay
                 | Operation::RedeliverEffect
+                | Operation::AckEffect
+                | Operation::DismissEffect
+                | Operation::DismissDelivery
                 | Operation::AckAlert
                 | Operation::ReconcileNow
                 | Operation::Archive
@@ -305,6 +338,17 @@ mod tests {
             ("POST", "deliveries/evt_1/replay", ""),
             ("POST", "deliveries/replay", r#"{"type":"invoice.paid"}"#),
             ("POST", "effects/eff_1/redeliver", ""),
+            ("POST", "effects/eff_1/ack", ""),
+            (
+                "POST",
+                "effects/eff_1/dismiss",
+                r#"{"reason":"settled by hand"}"#,
+            ),
+            (
+                "POST",
+                "deliveries/evt_1/dismiss",
+                r#"{"reason":"a test event"}"#,
+            ),
             ("POST", "alerts/alt_1/ack", ""),
             ("POST", "reconcile", ""),
             ("POST", "archive", r#"{"before":"2026-01-01"}"#),
@@ -397,6 +441,27 @@ mod tests {
                 Action::Redeliver,
                 Some("eff_2"),
                 json!({}),
+            ),
+            (
+                "effects/eff_4/ack",
+                "",
+                Action::EffectAck,
+                Some("eff_4"),
+                json!({}),
+            ),
+            (
+                "effects/eff_5/dismiss",
+                r#"{"reason":"  refunded by hand ","note":"x"}"#,
+                Action::EffectDismiss,
+                Some("eff_5"),
+                json!({"reason": "refunded by hand"}),
+            ),
+            (
+                "deliveries/evt_6/dismiss",
+                r#"{"reason":"a test event"}"#,
+                Action::DeliveryDismiss,
+                Some("evt_6"),
+                json!({"reason": "a test event"}),
             ),
             (
                 "alerts/alt_3/ack",

@@ -28,6 +28,8 @@ pub enum Command {
     GetDelivery { event_id: String },
     /// `POST /deliveries/{event_id}/replay`
     ReplayDelivery { event_id: String },
+    /// `POST /deliveries/{event_id}/dismiss`: a dead delivery an operator has handled.
+    DismissDelivery { event_id: String, reason: String },
     /// `POST /deliveries/replay`
     BulkReplay(BulkReplay),
     /// `GET /resources/{resource_id}`
@@ -42,8 +44,14 @@ pub enum Command {
     ListEffects(EffectQuery),
     /// `POST /effects/{effect_id}/redeliver`
     RedeliverEffect { effect_id: String },
+    /// `POST /effects/{effect_id}/ack`: pull mode, the order system has it (CONTRACT §7).
+    AckEffect { effect_id: String },
+    /// `POST /effects/{effect_id}/dismiss`: a dead effect an operator has handled.
+    DismissEffect { effect_id: String, reason: String },
     /// `GET /metrics`, or `?format=prometheus`.
     Metrics { format: MetricsFormat },
+    /// `GET /metrics/history?hours=`: the health charts' hourly series.
+    MetricsHistory { hours: u32 },
     /// `GET /alerts`
     ListAlerts,
     /// `POST /alerts/{alert_id}/ack`
@@ -262,6 +270,10 @@ impl Command {
             Operation::ListDeliveries => Command::ListDeliveries(delivery_query(query)?),
             Operation::GetDelivery => Command::GetDelivery { event_id: id() },
             Operation::ReplayDelivery => Command::ReplayDelivery { event_id: id() },
+            Operation::DismissDelivery => Command::DismissDelivery {
+                event_id: id(),
+                reason: dismiss_reason(body)?,
+            },
             Operation::BulkReplay => Command::BulkReplay(bulk_replay(&text(body))?),
             Operation::GetResource => Command::GetResource { resource_id: id() },
             Operation::Transition => Command::Transition(transition(resolved.id(), body)?),
@@ -271,8 +283,16 @@ impl Command {
             Operation::LatestReconcile => Command::LatestReconcile,
             Operation::ListEffects => Command::ListEffects(effect_query(query)?),
             Operation::RedeliverEffect => Command::RedeliverEffect { effect_id: id() },
+            Operation::AckEffect => Command::AckEffect { effect_id: id() },
+            Operation::DismissEffect => Command::DismissEffect {
+                effect_id: id(),
+                reason: dismiss_reason(body)?,
+            },
             Operation::Metrics => Command::Metrics {
                 format: metrics_format(query),
+            },
+            Operation::MetricsHistory => Command::MetricsHistory {
+                hours: history_hours(query)?,
             },
             Operation::ListAlerts => Command::ListAlerts,
             Operation::AckAlert => Command::AckAlert { alert_id: id() },
@@ -289,6 +309,7 @@ impl Command {
             Command::ListDeliveries(_) => Operation::ListDeliveries,
             Command::GetDelivery { .. } => Operation::GetDelivery,
             Command::ReplayDelivery { .. } => Operation::ReplayDelivery,
+            Command::DismissDelivery { .. } => Operation::DismissDelivery,
             Command::BulkReplay(_) => Operation::BulkReplay,
             Command::GetResource { .. } => Operation::GetResource,
             Command::Transition(_) => Operation::Transition,
@@ -296,7 +317,10 @@ impl Command {
             Command::LatestReconcile => Operation::LatestReconcile,
             Command::ListEffects(_) => Operation::ListEffects,
             Command::RedeliverEffect { .. } => Operation::RedeliverEffect,
+            Command::AckEffect { .. } => Operation::AckEffect,
+            Command::DismissEffect { .. } => Operation::DismissEffect,
             Command::Metrics { .. } => Operation::Metrics,
+            Command::MetricsHistory { .. } => Operation::MetricsHistory,
             Command::ListAlerts => Operation::ListAlerts,
             Command::AckAlert { .. } => Operation::AckAlert,
             Command::WhoAmI => Operation::WhoAmI,
@@ -414,6 +438,60 @@ fn metrics_format(query: &str) -> MetricsFormat {
     } else {
         MetricsFormat::Json
     }
+}
+
+/// The health charts' window: 24 hours by default, at most the 8 days the samples and the
+/// counter buckets are kept.
+pub const DEFAULT_HISTORY_HOURS: u32 = 24;
+pub const MAX_HISTORY_HOURS: u32 = 8 * 24;
+
+/// `?hours=N`, 1 to [`MAX_HISTORY_HOURS`]; absent or empty: [`DEFAULT_HISTORY_HOURS`].
+fn history_hours(query: &str) -> Result<u32, CommandError> {
+    let mut hours = DEFAULT_HISTORY_HOURS;
+    for (k, v) in filters(query) {
+        if k == "hours" {
+            hours = v
+                .parse::<u32>()
+                .ok()
+                .filter(|h| (1..=MAX_HISTORY_HOURS).contains(h))
+                .ok_or_else(|| {
+                    bad_request(
+                        "invalid_hours",
+                        format!("hours is a whole number from 1 to {MAX_HISTORY_HOURS}"),
+                    )
+                })?;
+        }
+    }
+    Ok(hours)
+}
+
+const DISMISS_BODY: &str = r#"the body is {"reason":"<why it needs no replay>"}"#;
+
+/// A dismissal's `{"reason": "…"}`: 1 to [`MAX_REASON_CHARS`] characters as sent, blanks
+/// alone refused, trimmed, as a manual transition's reason; other keys ignored (read as the
+/// transition body is).
+fn dismiss_reason(body: &[u8]) -> Result<String, CommandError> {
+    let text = text(body);
+    let value: Value = serde_json::from_str(&replace_lone_surrogates(&text))
+        .map_err(|_| bad_request("invalid_json", DISMISS_BODY))?;
+    let Some(Value::String(reason)) = value.as_object().and_then(|o| o.get("reason")).cloned()
+    else {
+        return Err(bad_request("invalid_json", DISMISS_BODY));
+    };
+    valid_reason(&reason).map(str::to_string)
+}
+
+/// A reason of 1 to [`MAX_REASON_CHARS`] characters, counted as sent (not bytes: a
+/// 200-character Chinese reason is 600 bytes and valid); blanks alone say nothing. Trimmed.
+fn valid_reason(reason: &str) -> Result<&str, CommandError> {
+    let trimmed = reason.trim();
+    if trimmed.is_empty() || reason.chars().count() > MAX_REASON_CHARS {
+        return Err(bad_request(
+            "invalid_reason",
+            format!("a reason of 1 to {MAX_REASON_CHARS} characters is required"),
+        ));
+    }
+    Ok(trimmed)
 }
 
 #[derive(Deserialize, Default)]
@@ -668,15 +746,7 @@ fn transition(resource_id: &str, body: &[u8]) -> Result<Transition, CommandError
     })?;
     let body =
         transition_fields(body).ok_or_else(|| bad_request("invalid_json", TRANSITION_BODY))?;
-    let reason = body.reason.trim();
-    // characters as sent, not bytes: a 200-character Chinese reason is 600 bytes and valid;
-    // one that is only blanks says nothing and is refused
-    if reason.is_empty() || body.reason.chars().count() > MAX_REASON_CHARS {
-        return Err(bad_request(
-            "invalid_reason",
-            format!("a reason of 1 to {MAX_REASON_CHARS} characters is required"),
-        ));
-    }
+    let reason = valid_reason(&body.reason)?;
     let order_ref = optional_field(body.order_ref.as_deref(), "order_ref")?;
     let amount = optional_field(body.amount.as_deref(), "amount")?;
     let currency = optional_field(body.currency.as_deref(), "currency")?;

@@ -13,7 +13,8 @@ pub mod routes;
 
 pub use command::{
     Archive, AuditQuery, BulkReplay, Command, DeliveryQuery, DispatchFilter, EffectQuery,
-    MetricsFormat, ReplayFilter, StatusFilter, Transition, MAX_FIELD_CHARS, MAX_REASON_CHARS,
+    MetricsFormat, ReplayFilter, StatusFilter, Transition, DEFAULT_HISTORY_HOURS, MAX_FIELD_CHARS,
+    MAX_HISTORY_HOURS, MAX_REASON_CHARS,
 };
 pub use paging::{DeliveryCursor, Page, DEFAULT_PAGE, MAX_PAGE};
 pub use routes::{Operation, RequestBody, Resolved, Route, ROUTES};

@@ -268,6 +268,11 @@ mod tests {
                 "",
                 r#"{"before":"2026-01-01","cursor":"x"}"#,
             ),
+            ("POST", "deliveries/evt_1/dismiss", "", "[]"),
+            ("POST", "deliveries/evt_1/dismiss", "", r#"{"reason":" "}"#),
+            ("POST", "effects/eff_1/dismiss", "", r#"{"why":"x"}"#),
+            ("POST", "effects/eff_1/dismiss", "", r#"{"reason":""}"#),
+            ("GET", "metrics/history", "hours=0", ""),
         ];
         let mut seen = BTreeSet::new();
         for (method, path, query, body) in cases {

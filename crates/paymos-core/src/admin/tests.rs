@@ -142,7 +142,39 @@ fn samples() -> Vec<(&'static str, &'static str, &'static str, Command)> {
                 effect_id: id("eff_1"),
             },
         ),
+        (
+            "POST",
+            "effects/eff_1/ack",
+            "",
+            Command::AckEffect {
+                effect_id: id("eff_1"),
+            },
+        ),
+        (
+            "POST",
+            "effects/eff_1/dismiss",
+            r#"{"reason":"shipped by hand"}"#,
+            Command::DismissEffect {
+                effect_id: id("eff_1"),
+                reason: "shipped by hand".into(),
+            },
+        ),
+        (
+            "POST",
+            "deliveries/evt_1/dismiss",
+            r#"{"reason":" test event, nothing to do "}"#,
+            Command::DismissDelivery {
+                event_id: id("evt_1"),
+                reason: "test event, nothing to do".into(),
+            },
+        ),
         ("GET", "metrics", "", Command::Metrics { format: json }),
+        (
+            "GET",
+            "metrics/history",
+            "",
+            Command::MetricsHistory { hours: 24 },
+        ),
         ("GET", "alerts", "", Command::ListAlerts),
         (
             "POST",
@@ -778,7 +810,8 @@ fn audit_log_filters() {
         refused(get("audit", "action=Transition")),
         (
             "invalid_action",
-            "action is one of transition, replay, bulk_replay, redeliver, alert_ack, reconcile, archive"
+            "action is one of transition, replay, delivery_dismiss, bulk_replay, redeliver, \
+             effect_ack, effect_dismiss, alert_ack, reconcile, archive"
                 .to_string()
         )
     );
@@ -833,4 +866,65 @@ fn archive_body() {
     // the time is checked before the cursor
     let body = r#"{"before":"soon","cursor":"nope"}"#;
     assert_eq!(code(post("archive", body)), "invalid_time");
+}
+
+#[test]
+fn dismiss_body() {
+    let dismiss = |body: &str| parse("POST", "deliveries/evt_1/dismiss", "", body);
+    let reason = |body: &str| match dismiss(body) {
+        Ok(Command::DismissDelivery { reason, .. }) => Ok(reason),
+        Ok(other) => panic!("{other:?}"),
+        Err(e) => Err(e),
+    };
+    assert_eq!(reason(r#"{"reason":"ok","other":1}"#), Ok("ok".into()));
+    let code = |body: &str| match dismiss(body) {
+        Err(CommandError::BadRequest { code, .. }) => code,
+        other => panic!("{body}: {other:?}"),
+    };
+    assert_eq!(code(""), "invalid_json");
+    assert_eq!(code("[]"), "invalid_json");
+    assert_eq!(code(r#"{"reason":5}"#), "invalid_json");
+    assert_eq!(code(r#"{"why":"x"}"#), "invalid_json");
+    assert_eq!(code(r#"{"reason":"   "}"#), "invalid_reason");
+    assert_eq!(code(r#"{"reason":""}"#), "invalid_reason");
+    // characters as sent, not bytes, as the transition's reason
+    let long = "退".repeat(MAX_REASON_CHARS);
+    assert_eq!(
+        reason(&format!(r#"{{"reason":"{long}"}}"#)),
+        Ok(long.clone())
+    );
+    assert_eq!(
+        code(&format!(r#"{{"reason":"{long}x"}}"#)),
+        "invalid_reason"
+    );
+    // the effects' dismissal reads the same body
+    assert_eq!(
+        parse("POST", "effects/eff_1/dismiss", "", r#"{"reason":"a"}"#),
+        Ok(Command::DismissEffect {
+            effect_id: "eff_1".into(),
+            reason: "a".into()
+        })
+    );
+    // a lone surrogate half reads as U+FFFD, as the transition's body does
+    assert_eq!(reason(r#"{"reason":"a\ud83d"}"#), Ok("a\u{fffd}".into()));
+}
+
+#[test]
+fn history_hours() {
+    let hours = |q: &str| match get("metrics/history", q) {
+        Ok(Command::MetricsHistory { hours }) => Ok(hours),
+        Ok(other) => panic!("{other:?}"),
+        Err(CommandError::BadRequest { code, .. }) => Err(code),
+        Err(e) => panic!("{e:?}"),
+    };
+    assert_eq!(hours(""), Ok(DEFAULT_HISTORY_HOURS));
+    assert_eq!(hours("hours=+6+"), Ok(6));
+    assert_eq!(hours("hours="), Ok(DEFAULT_HISTORY_HOURS));
+    assert_eq!(
+        hours(&format!("hours={MAX_HISTORY_HOURS}")),
+        Ok(MAX_HISTORY_HOURS)
+    );
+    for bad in ["hours=0", "hours=-1", "hours=1.5", "hours=abc", "hours=193"] {
+        assert_eq!(hours(bad), Err("invalid_hours"), "{bad}");
+    }
 }

@@ -79,6 +79,52 @@ statement!(
        ELSE 'acknowledged' END RETURNING outcome"
 );
 
+// The pull-mode ack and the dismissals cannot be told apart after their write (a repeat and
+// a first call leave the same row), so their rows come just before the write, in the same
+// transaction, from the very condition the write takes (`ackable!`, `delivery_dismissable!`,
+// `effect_dismissable!`): what the row says is what the next statement does.
+
+statement!(
+    AUDIT_EFFECT_ACK,
+    ["actor", "action", "target", "detail"],
+    // before ACK_EFFECT: delivered now, delivered already (nothing changes), or refused
+    // (cancelled by its refund, or a fulfilment awaiting its order_ref)
+    audit_select!(),
+    "CASE WHEN NOT EXISTS (SELECT 1 FROM effect WHERE effect_id = ?3) THEN 'not_found' \
+       WHEN EXISTS (SELECT 1 FROM effect WHERE effect_id = ?3 AND ",
+    ackable!(),
+    ") THEN 'delivered' \
+       WHEN EXISTS (SELECT 1 FROM effect WHERE effect_id = ?3 AND dispatch = 'delivered') \
+       THEN 'already' ELSE 'conflict' END RETURNING outcome"
+);
+
+statement!(
+    AUDIT_DISMISS_DELIVERY,
+    ["actor", "action", "target", "detail"],
+    // before DISMISS_DELIVERY: dismissed now, dismissed already, or not dead
+    audit_select!(),
+    "CASE WHEN NOT EXISTS (SELECT 1 FROM webhook_delivery WHERE event_id = ?3) \
+       THEN 'not_found' \
+       WHEN EXISTS (SELECT 1 FROM webhook_delivery WHERE event_id = ?3 AND ",
+    delivery_dismissable!(),
+    ") THEN 'dismissed' \
+       WHEN EXISTS (SELECT 1 FROM webhook_delivery WHERE event_id = ?3 AND outcome = 'dead') \
+       THEN 'already' ELSE 'conflict' END RETURNING outcome"
+);
+
+statement!(
+    AUDIT_DISMISS_EFFECT,
+    ["actor", "action", "target", "detail"],
+    // before DISMISS_EFFECT, as AUDIT_DISMISS_DELIVERY
+    audit_select!(),
+    "CASE WHEN NOT EXISTS (SELECT 1 FROM effect WHERE effect_id = ?3) THEN 'not_found' \
+       WHEN EXISTS (SELECT 1 FROM effect WHERE effect_id = ?3 AND ",
+    effect_dismissable!(),
+    ") THEN 'dismissed' \
+       WHEN EXISTS (SELECT 1 FROM effect WHERE effect_id = ?3 AND dispatch = 'dead') \
+       THEN 'already' ELSE 'conflict' END RETURNING outcome"
+);
+
 /// The columns of a listed row.
 macro_rules! audit_columns {
     () => {
@@ -154,6 +200,62 @@ pub fn insert_audit(r: &Record, outcome: Outcome) -> Bound<'_> {
 /// `AUDIT_ALERT_ACK`), to follow the write in its batch.
 pub fn audit_after<'a>(statement: &'static Statement, r: &'a Record) -> Bound<'a> {
     statement.bind(row_args(r))
+}
+
+/// An operator's replay: `replay_batch` and its row (`AUDIT_REPLAY`) last; the new generation
+/// is the statement before it.
+pub fn audited_replay_batch<'a>(event_id: &'a str, r: &'a Record) -> Vec<Bound<'a>> {
+    let mut batch = super::replay_batch(event_id);
+    batch.push(audit_after(&AUDIT_REPLAY, r));
+    batch
+}
+
+/// An operator's redelivery: `redeliver_batch` and its row (`AUDIT_REDELIVER`) last; the
+/// redelivered row is the statement before it.
+pub fn audited_redeliver_batch<'a>(effect_id: &'a str, r: &'a Record) -> Vec<Bound<'a>> {
+    let mut batch = super::redeliver_batch(effect_id);
+    batch.push(audit_after(&AUDIT_REDELIVER, r));
+    batch
+}
+
+/// `batch` with `row` just before its last statement (the write, which stays last).
+fn before_last<'a>(mut batch: Vec<Bound<'a>>, row: Bound<'a>) -> Vec<Bound<'a>> {
+    let at = batch.len().saturating_sub(1);
+    batch.insert(at, row);
+    batch
+}
+
+/// A pull-mode acknowledgement: `ack_effect_batch` with its row (`AUDIT_EFFECT_ACK`) second
+/// to last, the ack last.
+pub fn audited_ack_effect_batch<'a>(effect_id: &'a str, r: &'a Record) -> Vec<Bound<'a>> {
+    before_last(
+        super::ack_effect_batch(effect_id),
+        AUDIT_EFFECT_ACK.bind(row_args(r)),
+    )
+}
+
+/// A delivery's dismissal: `dismiss_delivery_batch` with its row second to last.
+pub fn audited_dismiss_delivery_batch<'a>(
+    event_id: &'a str,
+    reason: &'a str,
+    r: &'a Record,
+) -> Vec<Bound<'a>> {
+    before_last(
+        super::dismiss_delivery_batch(event_id, reason),
+        AUDIT_DISMISS_DELIVERY.bind(row_args(r)),
+    )
+}
+
+/// An effect's dismissal: `dismiss_effect_batch` with its row second to last.
+pub fn audited_dismiss_effect_batch<'a>(
+    effect_id: &'a str,
+    reason: &'a str,
+    r: &'a Record,
+) -> Vec<Bound<'a>> {
+    before_last(
+        super::dismiss_effect_batch(effect_id, reason),
+        AUDIT_DISMISS_EFFECT.bind(row_args(r)),
+    )
 }
 
 /// An operator's transition: the guarded transition's batch with the operator named in the
@@ -257,6 +359,9 @@ mod tests {
             &AUDIT_REPLAY,
             &AUDIT_REDELIVER,
             &AUDIT_ALERT_ACK,
+            &AUDIT_EFFECT_ACK,
+            &AUDIT_DISMISS_DELIVERY,
+            &AUDIT_DISMISS_EFFECT,
         ] {
             let words = outcome_words(s.sql);
             assert!(words.len() >= 2, "{}", s.name);

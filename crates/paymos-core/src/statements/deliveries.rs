@@ -1,6 +1,6 @@
 //! Deliveries: the insert that dedupes, loading, listing, outcomes, the sweeper's claim, replay.
 
-use super::Statement;
+use super::{Arg, Bound, Statement};
 
 statement!(
     INSERT_DELIVERY,
@@ -57,6 +57,13 @@ statement!(
      ORDER BY received_at DESC, event_id DESC LIMIT ?6"
 );
 
+/// MARK_IGNORED's condition, which its tally predicts.
+macro_rules! ignored_where {
+    () => {
+        "event_id = ?1 AND processed_at IS NULL"
+    };
+}
+
 statement!(
     MARK_IGNORED,
     ["event_id", "reason"],
@@ -64,8 +71,28 @@ statement!(
     now!(),
     ", outcome = 'ignored', reason = ?2, \
        last_error = NULL \
-     WHERE event_id = ?1 AND processed_at IS NULL"
+     WHERE ",
+    ignored_where!()
 );
+
+statement!(
+    TALLY_IGNORED,
+    ["event_id", "reason"],
+    // just before MARK_IGNORED, in its transaction, on its condition (`tally`, migration 0009)
+    "UPDATE tally SET deliveries_ignored = deliveries_ignored + 1, \
+       livemode_mismatches = livemode_mismatches + (?2 = 'livemode_mismatch') \
+     WHERE id = 1 AND EXISTS (SELECT 1 FROM webhook_delivery WHERE ",
+    ignored_where!(),
+    ")"
+);
+
+/// A delivery recorded `ignored` with its reason, its tally first: one transaction.
+pub fn mark_ignored_batch<'a>(event_id: &'a str, reason: &'a str) -> Vec<Bound<'a>> {
+    vec![
+        TALLY_IGNORED.bind(vec![Arg::text(event_id), Arg::text(reason)]),
+        MARK_IGNORED.bind(vec![Arg::text(event_id), Arg::text(reason)]),
+    ]
+}
 
 statement!(
     RECORD_FAILURE,
@@ -111,12 +138,65 @@ statement!(
 statement!(
     RESET_FOR_REPLAY,
     ["event_id"],
-    // a new generation: messages of the old one can no longer mark it dead. Not while its body
-    // is in the archive: the replay restores it first, in the same batch (archive.rs)
+    // a new generation: messages of the old one can no longer mark it dead; a dismissal is
+    // over (if it goes dead again, that is a new instance). Not while its body is in the
+    // archive: the replay restores it first, in the same batch (archive.rs)
     "UPDATE webhook_delivery SET processed_at = NULL, outcome = NULL, reason = NULL, \
        attempts = 0, last_error = NULL, replays = replays + 1, generation = generation + 1, \
-       enqueued_at = ",
+       dismissed_at = NULL, dismiss_reason = NULL, enqueued_at = ",
     now!(),
     " \
      WHERE event_id = ?1 AND archived_at IS NULL RETURNING generation"
 );
+
+statement!(
+    TALLY_REPLAY,
+    ["event_id"],
+    // just before RESET_FOR_REPLAY, on its condition (not while archived): its outcome
+    // leaves the counts
+    "UPDATE tally SET ",
+    untally_outcomes!(),
+    " FROM (SELECT ",
+    outcome_sums!(),
+    " FROM webhook_delivery WHERE event_id = ?1 AND archived_at IS NULL \
+       AND outcome IS NOT NULL) AS x \
+     WHERE tally.id = 1 AND x.n > 0"
+);
+
+/// An operator's replay (reset, new generation), its tally first: one transaction. The
+/// generation is the last statement's.
+pub fn replay_batch(event_id: &str) -> Vec<Bound<'_>> {
+    vec![
+        TALLY_REPLAY.bind(vec![Arg::text(event_id)]),
+        RESET_FOR_REPLAY.bind(vec![Arg::text(event_id)]),
+    ]
+}
+
+statement!(
+    DISMISS_DELIVERY,
+    ["event_id", "reason"],
+    // an operator has handled this dead delivery: out of the dead counts and alerts, on
+    // record, replayable (CONTRACT §5); only a dead one not dismissed yet
+    "UPDATE webhook_delivery SET dismissed_at = ",
+    now!(),
+    ", dismiss_reason = ?2 WHERE event_id = ?1 AND ",
+    delivery_dismissable!(),
+    " RETURNING event_id, dismissed_at, dismiss_reason"
+);
+
+statement!(
+    TALLY_DISMISS_DELIVERY,
+    ["event_id"],
+    "UPDATE tally SET deliveries_dismissed = deliveries_dismissed + 1 \
+     WHERE id = 1 AND EXISTS (SELECT 1 FROM webhook_delivery WHERE event_id = ?1 AND ",
+    delivery_dismissable!(),
+    ")"
+);
+
+/// A dismissal, its tally first; the last statement returns the row when it was dismissed now.
+pub fn dismiss_delivery_batch<'a>(event_id: &'a str, reason: &'a str) -> Vec<Bound<'a>> {
+    vec![
+        TALLY_DISMISS_DELIVERY.bind(vec![Arg::text(event_id)]),
+        DISMISS_DELIVERY.bind(vec![Arg::text(event_id), Arg::text(reason)]),
+    ]
+}

@@ -108,7 +108,8 @@ macro_rules! statement {
 macro_rules! delivery_columns {
     () => {
         "event_id, resource_id, event_type, received_at, processed_at, outcome, attempts, \
-         last_error, enqueued_at, replays, reason, generation, archived_at, archive_key"
+         last_error, enqueued_at, replays, reason, generation, dismissed_at, dismiss_reason, \
+         archived_at, archive_key"
     };
 }
 
@@ -126,7 +127,8 @@ macro_rules! effect_columns {
         "e.id AS seq, e.effect_id AS id, e.kind, e.resource_id, e.created_at, e.license_code, \
          e.order_ref, e.amount, e.currency, e.cause, e.dispatch, e.attempts, e.rung, \
          e.next_attempt_at, e.last_error, e.delivered_at, e.first_attempt_at, \
-         e.attempt_started_at, e.cancelled_at, \
+         e.attempt_started_at, e.cancelled_at, e.dead_at, e.dismissed_at, e.dismiss_reason, \
+         e.acknowledged_at, \
          (e.dispatch = 'pending' AND e.kind = 'fulfilment' AND e.order_ref IS NULL) AS awaiting_order_ref"
     };
 }
@@ -142,7 +144,7 @@ macro_rules! run_columns {
 macro_rules! alert_columns {
     () => {
         "id, kind, severity, summary, count, state, first_seen, last_seen, sent_at, sends, \
-         last_send_error, acknowledged_at, resolved_at"
+         last_send_error, acknowledged_at, resolved_at, acked_count, reopened_at, reopens"
     };
 }
 
@@ -166,6 +168,31 @@ macro_rules! redelivery_refused {
     };
 }
 
+/// What a pull-mode acknowledgement marks delivered (the effect's columns, unqualified):
+/// pending (or dead: the order system has it after all), and not a fulfilment still awaiting
+/// its order_ref (useless to an order system without it, and sent with it once it is known).
+/// Never a cancelled one. Shared by the ack, its tally and its audit row.
+macro_rules! ackable {
+    () => {
+        "dispatch IN ('pending', 'dead') AND (kind <> 'fulfilment' OR order_ref IS NOT NULL)"
+    };
+}
+
+/// What a dismissal of a delivery takes (its columns, unqualified): dead, not dismissed yet.
+/// Shared by the dismissal, its tally and its audit row.
+macro_rules! delivery_dismissable {
+    () => {
+        "outcome = 'dead' AND dismissed_at IS NULL"
+    };
+}
+
+/// What a dismissal of an effect takes: dead, not dismissed yet (as `delivery_dismissable!`).
+macro_rules! effect_dismissable {
+    () => {
+        "dispatch = 'dead' AND dismissed_at IS NULL"
+    };
+}
+
 /// The bulk replay's filter: ?1 type, ?2 resource, ?3 status, ?4 received at or after,
 /// ?5 received before (ISO-8601, normalised by SQLite to the stored form).
 macro_rules! replay_filter {
@@ -177,6 +204,29 @@ macro_rules! replay_filter {
               OR outcome = ?3) \
          AND (?4 IS NULL OR received_at >= strftime('%Y-%m-%dT%H:%M:%fZ', ?4)) \
          AND (?5 IS NULL OR received_at < strftime('%Y-%m-%dT%H:%M:%fZ', ?5))"
+    };
+}
+
+/// What leaving its outcome takes out of the kept counts, for the deliveries of `x`
+/// (`outcome`, `reason`, `dismissed_at` columns, one row or sums).
+macro_rules! untally_outcomes {
+    () => {
+        "deliveries_applied = deliveries_applied - x.applied, \
+         deliveries_stale = deliveries_stale - x.stale, \
+         deliveries_ignored = deliveries_ignored - x.ignored, \
+         deliveries_dismissed = deliveries_dismissed - x.dismissed, \
+         livemode_mismatches = livemode_mismatches - x.livemode"
+    };
+}
+
+/// The columns `untally_outcomes!` reads, summed over the rows selected.
+macro_rules! outcome_sums {
+    () => {
+        "coalesce(sum(outcome = 'applied'), 0) AS applied, \
+         coalesce(sum(outcome = 'stale'), 0) AS stale, \
+         coalesce(sum(outcome = 'ignored'), 0) AS ignored, \
+         coalesce(sum(outcome = 'dead' AND dismissed_at IS NOT NULL), 0) AS dismissed, \
+         coalesce(sum(reason IS 'livemode_mismatch'), 0) AS livemode, count(*) AS n"
     };
 }
 
@@ -206,10 +256,14 @@ pub static ALL: &[&Statement] = &[
     &LOAD_DELIVERIES,
     &LIST_DELIVERIES,
     &MARK_IGNORED,
+    &TALLY_IGNORED,
     &RECORD_FAILURE,
     &MARK_DEAD,
     &CLAIM_UNPROCESSED,
     &RESET_FOR_REPLAY,
+    &TALLY_REPLAY,
+    &DISMISS_DELIVERY,
+    &TALLY_DISMISS_DELIVERY,
     &LOAD_RESOURCE,
     &LOAD_EFFECTS,
     &LOAD_HISTORY,
@@ -218,21 +272,30 @@ pub static ALL: &[&Statement] = &[
     &INSERT_HISTORY,
     &INSERT_EFFECT,
     &CANCEL_EFFECT,
+    &TALLY_CANCEL,
     &FILL_RESOURCE,
     &FILL_EFFECTS,
     &RELEASE_EFFECTS,
     &RECORD_OUTCOME,
+    &TALLY_OUTCOME,
     &READ_BACK,
     &LOAD_EFFECTS_FOR_DISPATCH,
     &DEFER_EFFECT,
     &START_ATTEMPTS,
     &MARK_EFFECT_DELIVERED,
+    &TALLY_DELIVERED,
     &RECORD_EFFECT_FAILURE,
     &MARK_EFFECT_DEAD,
     &REDELIVER_EFFECT,
+    &TALLY_REDELIVER,
+    &ACK_EFFECT,
+    &TALLY_ACK,
+    &DISMISS_EFFECT,
+    &TALLY_DISMISS_EFFECT,
     &LOAD_EFFECT,
     &CLAIM_EFFECTS,
     &LIST_EFFECTS,
+    &LIST_EFFECTS_BY_DISPATCH,
     &ACQUIRE_LEASE,
     &RELEASE_LEASE,
     &RENEW_LEASE,
@@ -250,27 +313,41 @@ pub static ALL: &[&Statement] = &[
     &RECORD_RECONCILIATION_PAGE,
     &RECONCILIATION_TOTALS,
     &RECONCILIATION_FINDINGS,
+    &CHECK_DOUBLED_EFFECTS,
+    &MARK_DOUBLED_CHECKED,
     &DOUBLED_EFFECTS,
     &METRICS_FACTS,
+    &TALLY,
     &METRICS_COUNTERS,
     &FLUSH_COUNT,
     &PRUNE_COUNTS,
     &KEPT_ALERTS,
     &OPEN_ALERT,
     &UPDATE_ALERT,
+    &REOPEN_ALERT,
     &RESOLVE_ALERT,
+    &RECORD_PAST_ALERT,
     &ALERT_SENT,
     &ALERT_SEND_FAILED,
     &ACK_ALERT,
     &LOAD_ALERT,
     &LIST_ALERTS,
+    &RECORD_SAMPLE,
+    &PRUNE_SAMPLES,
+    &HISTORY_DELIVERIES,
+    &HISTORY_REFUSALS,
+    &HISTORY_SAMPLES,
     &COUNT_REPLAY,
     &REPLAY_CHUNK,
+    &TALLY_REPLAY_CHUNK,
     &INSERT_AUDIT,
     &AUDIT_TRANSITION,
     &AUDIT_REPLAY,
     &AUDIT_REDELIVER,
     &AUDIT_ALERT_ACK,
+    &AUDIT_EFFECT_ACK,
+    &AUDIT_DISMISS_DELIVERY,
+    &AUDIT_DISMISS_EFFECT,
     &LIST_AUDIT,
     &LIST_AUDIT_BY_ACTOR,
     &LIST_AUDIT_BY_ACTION,
@@ -356,10 +433,13 @@ mod tests {
                 "FILL_RESOURCE",
                 "FILL_EFFECTS",
                 "RELEASE_EFFECTS",
+                "TALLY_OUTCOME",
                 "RECORD_OUTCOME",
                 "READ_BACK"
             ]
         );
+        // the tally predicts RECORD_OUTCOME from the same arguments
+        assert_eq!(b[6].args, b[7].args);
         assert_eq!(b[2].args[3], Arg::text("LIC"));
         assert_eq!(
             b[0].args[7],
@@ -393,6 +473,7 @@ mod tests {
                 "GUARDED_UPSERT",
                 "INSERT_HISTORY",
                 "INSERT_EFFECT",
+                "TALLY_CANCEL",
                 "CANCEL_EFFECT",
                 "RELEASE_EFFECTS",
                 "READ_BACK"

@@ -1,6 +1,6 @@
 //! The outbox (CONTRACT §7): the dispatcher's load, its outcomes, redelivery, the sweeper's claim, the feed.
 
-use super::Statement;
+use super::{Arg, Bound, Statement};
 
 statement!(
     LOAD_EFFECTS_FOR_DISPATCH,
@@ -88,10 +88,34 @@ statement!(
     MARK_EFFECT_DEAD,
     ["effect_id", "error"],
     // the ladder is spent and 16 hours have passed since its first attempt (actors::dispatch)
+    // (`dead_at`: the effect_dead alert's mark, a death after an acknowledgement reopens it)
     "UPDATE effect SET dispatch = 'dead', last_error = coalesce(?2, last_error), \
-       next_attempt_at = NULL, attempt_started_at = NULL \
+       next_attempt_at = NULL, attempt_started_at = NULL, dead_at = ",
+    now!(),
+    " \
      WHERE effect_id = ?1 AND dispatch = 'pending' RETURNING effect_id"
 );
+
+statement!(
+    TALLY_DELIVERED,
+    ["effect_ids"],
+    // first in the dispatcher's outcome batch: the effects of `effect_ids` (a JSON array,
+    // each once) that its MARK_EFFECT_DELIVERED statements will mark (pending now, in the
+    // same transaction), counted as delivered (`tally`, migration 0009); `+dispatch`: by the
+    // ids' unique index, not through every pending effect
+    "UPDATE tally SET effects_delivered = effects_delivered + x.n \
+     FROM (SELECT count(*) AS n FROM effect \
+       WHERE effect_id IN (SELECT value FROM json_each(?1)) AND +dispatch = 'pending') AS x \
+     WHERE tally.id = 1 AND x.n > 0"
+);
+
+/// REDELIVER_EFFECT's condition, which its tally predicts: not refused as
+/// `redelivery_refused!` says (which the redelivery's audit row reads too).
+macro_rules! redeliver_where {
+    () => {
+        concat!("effect_id = ?1 AND NOT ", redelivery_refused!("effect"))
+    };
+}
 
 statement!(
     REDELIVER_EFFECT,
@@ -101,16 +125,112 @@ statement!(
     // Never a cancelled effect, nor a fulfilment whose invoice has a revocation: its refund
     // was recorded, and sending it again would ship goods for money returned (CONTRACT §5).
     // `attempts` is kept: it counts every request that may have reached the order system.
+    // A dismissal is over.
     "UPDATE effect SET dispatch = 'pending', rung = 0, first_attempt_at = NULL, \
-       last_error = NULL, next_attempt_at = NULL, \
+       last_error = NULL, next_attempt_at = NULL, dismissed_at = NULL, dismiss_reason = NULL, \
        enqueued_at = CASE WHEN kind = 'fulfilment' AND order_ref IS NULL THEN NULL ELSE ",
     now!(),
     " END \
-     WHERE effect_id = ?1 AND NOT ",
-    redelivery_refused!("effect"),
+     WHERE ",
+    redeliver_where!(),
     " \
      RETURNING effect_id, (kind = 'fulfilment' AND order_ref IS NULL) AS awaiting_order_ref"
 );
+
+statement!(
+    TALLY_REDELIVER,
+    ["effect_id"],
+    // just before REDELIVER_EFFECT, on its condition: a delivered one leaves the delivered
+    // count, a dismissed dead one the dismissed count
+    "UPDATE tally SET effects_delivered = effects_delivered - x.delivered, \
+       effects_dismissed = effects_dismissed - x.dismissed \
+     FROM (SELECT dispatch = 'delivered' AS delivered, \
+       (dispatch = 'dead' AND dismissed_at IS NOT NULL) AS dismissed FROM effect WHERE ",
+    redeliver_where!(),
+    ") AS x WHERE tally.id = 1"
+);
+
+/// An operator's redelivery, its tally first (one transaction); the last statement returns
+/// the row when it was redelivered.
+pub fn redeliver_batch(effect_id: &str) -> Vec<Bound<'_>> {
+    vec![
+        TALLY_REDELIVER.bind(vec![Arg::text(effect_id)]),
+        REDELIVER_EFFECT.bind(vec![Arg::text(effect_id)]),
+    ]
+}
+
+/// ACK_EFFECT's condition (`ackable!`, which its audit row reads too).
+macro_rules! ack_where {
+    () => {
+        concat!("effect_id = ?1 AND ", ackable!())
+    };
+}
+
+statement!(
+    ACK_EFFECT,
+    ["effect_id"],
+    // Pull mode (CONTRACT §5, §7): the order system that pulled the effect from the feed says
+    // it has it. An attempt in flight meanwhile records nothing over it (each outcome
+    // statement is guarded by `dispatch = 'pending'`), and no attempt starts from it again.
+    "UPDATE effect SET dispatch = 'delivered', delivered_at = ",
+    now!(),
+    ", acknowledged_at = ",
+    now!(),
+    ", \
+       last_error = NULL, next_attempt_at = NULL \
+     WHERE ",
+    ack_where!(),
+    " RETURNING effect_id"
+);
+
+statement!(
+    TALLY_ACK,
+    ["effect_id"],
+    "UPDATE tally SET effects_delivered = effects_delivered + 1, \
+       effects_dismissed = effects_dismissed - x.dismissed \
+     FROM (SELECT (dispatch = 'dead' AND dismissed_at IS NOT NULL) AS dismissed FROM effect \
+       WHERE ",
+    ack_where!(),
+    ") AS x WHERE tally.id = 1"
+);
+
+/// A pull-mode acknowledgement, its tally first; the last statement returns the row when it
+/// was marked delivered now.
+pub fn ack_effect_batch(effect_id: &str) -> Vec<Bound<'_>> {
+    vec![
+        TALLY_ACK.bind(vec![Arg::text(effect_id)]),
+        ACK_EFFECT.bind(vec![Arg::text(effect_id)]),
+    ]
+}
+
+statement!(
+    DISMISS_EFFECT,
+    ["effect_id", "reason"],
+    // an operator has handled this dead effect: out of the dead counts and alerts, on
+    // record, redeliverable (CONTRACT §5)
+    "UPDATE effect SET dismissed_at = ",
+    now!(),
+    ", dismiss_reason = ?2 WHERE effect_id = ?1 AND ",
+    effect_dismissable!(),
+    " RETURNING effect_id, dismissed_at, dismiss_reason"
+);
+
+statement!(
+    TALLY_DISMISS_EFFECT,
+    ["effect_id"],
+    "UPDATE tally SET effects_dismissed = effects_dismissed + 1 \
+     WHERE id = 1 AND EXISTS (SELECT 1 FROM effect WHERE effect_id = ?1 AND ",
+    effect_dismissable!(),
+    ")"
+);
+
+/// A dismissal, its tally first; the last statement returns the row when it was dismissed now.
+pub fn dismiss_effect_batch<'a>(effect_id: &'a str, reason: &'a str) -> Vec<Bound<'a>> {
+    vec![
+        TALLY_DISMISS_EFFECT.bind(vec![Arg::text(effect_id)]),
+        DISMISS_EFFECT.bind(vec![Arg::text(effect_id), Arg::text(reason)]),
+    ]
+}
 
 statement!(
     LOAD_EFFECT,
@@ -150,5 +270,18 @@ statement!(
     " FROM effect e \
      WHERE (?1 IS NULL OR e.kind = ?1) AND (?2 IS NULL OR e.dispatch = ?2) \
        AND (?3 IS NULL OR e.id > ?3) \
+     ORDER BY e.id LIMIT ?4"
+);
+
+statement!(
+    LIST_EFFECTS_BY_DISPATCH,
+    ["kind", "dispatch", "after_seq", "limit"],
+    // the feed filtered by dispatch state (an order system pulling `pending`): the range of
+    // the (dispatch, id) index after the cursor, so a page reads about its own rows however
+    // many effects were delivered before it
+    "SELECT ",
+    effect_columns!(),
+    " FROM effect e \
+     WHERE e.dispatch = ?2 AND e.id > coalesce(?3, 0) AND (?1 IS NULL OR e.kind = ?1) \
      ORDER BY e.id LIMIT ?4"
 );

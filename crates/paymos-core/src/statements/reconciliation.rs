@@ -1,6 +1,6 @@
 //! Reconciliation (CONTRACT §6): runs, their pages, their findings.
 
-use super::Statement;
+use super::{Bound, Statement};
 
 statement!(
     ACQUIRE_LEASE,
@@ -94,8 +94,9 @@ statement!(
     [],
     "SELECT ",
     run_columns!(),
+    // (the newest by its key: one row read, however many runs there were)
     ", state, error, started_at, finished_at FROM reconciliation_run \
-     ORDER BY id DESC LIMIT 1"
+     WHERE id = (SELECT max(id) FROM reconciliation_run)"
 );
 
 statement!(
@@ -195,9 +196,43 @@ statement!(
 );
 
 statement!(
+    CHECK_DOUBLED_EFFECTS,
+    [],
+    // Bounded: more than one effect of a kind for a resource is impossible by construction
+    // (UNIQUE (resource_id, kind)), and reconciliation asks anyway, over the effects written
+    // since it last asked (`tally.effects_checked_through`, a range of the rowid), each
+    // counted in the UNIQUE index. What it finds stays in `doubled_effect` (a doubled pair
+    // does not undouble), so a report reads that table, never the whole effect table. Then
+    // MARK_DOUBLED_CHECKED, in the same transaction.
+    "INSERT INTO doubled_effect (resource_id, kind, count) \
+     SELECT resource_id, kind, n FROM (SELECT e.resource_id, e.kind, \
+       (SELECT count(*) FROM effect x WHERE x.resource_id = e.resource_id AND x.kind = e.kind) AS n \
+       FROM effect e WHERE e.id > (SELECT effects_checked_through FROM tally WHERE id = 1)) \
+     WHERE n > 1 \
+     ON CONFLICT (resource_id, kind) DO UPDATE SET count = excluded.count"
+);
+
+statement!(
+    MARK_DOUBLED_CHECKED,
+    [],
+    "UPDATE tally SET effects_checked_through = (SELECT coalesce(max(id), 0) FROM effect) \
+     WHERE id = 1 AND effects_checked_through < (SELECT coalesce(max(id), 0) FROM effect)"
+);
+
+statement!(
     DOUBLED_EFFECTS,
     [],
-    // empty by construction (UNIQUE (resource_id, kind)); reconciliation asks anyway
-    "SELECT resource_id, kind, count(*) AS count FROM effect \
-     GROUP BY resource_id, kind HAVING count(*) > 1"
+    // what the checks found (empty by construction): a report's `doubled`
+    "SELECT resource_id, kind, count FROM doubled_effect ORDER BY resource_id, kind"
 );
+
+/// The bounded doubled-effects check and its result, in one transaction: the effects since
+/// the last check looked up, the mark moved, then what every check found (the last
+/// statement's rows).
+pub fn check_doubled_batch() -> Vec<Bound<'static>> {
+    vec![
+        CHECK_DOUBLED_EFFECTS.bind(vec![]),
+        MARK_DOUBLED_CHECKED.bind(vec![]),
+        DOUBLED_EFFECTS.bind(vec![]),
+    ]
+}

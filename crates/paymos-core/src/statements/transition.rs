@@ -113,6 +113,14 @@ statement!(
      ON CONFLICT (resource_id, kind) DO NOTHING"
 );
 
+/// CANCEL_EFFECT's condition, which its tally predicts.
+macro_rules! cancel_where {
+    () => {
+        "resource_id = ?1 AND kind = ?3 AND dispatch IN ('pending', 'dead') \
+         AND EXISTS (SELECT 1 FROM resource WHERE id = ?1 AND transition_token = ?2)"
+    };
+}
+
 statement!(
     CANCEL_EFFECT,
     ["id", "token", "kind"],
@@ -123,8 +131,22 @@ statement!(
     "UPDATE effect SET dispatch = 'cancelled', cancelled_at = ",
     now!(),
     ", next_attempt_at = NULL \
-     WHERE resource_id = ?1 AND kind = ?3 AND dispatch IN ('pending', 'dead') \
-       AND EXISTS (SELECT 1 FROM resource WHERE id = ?1 AND transition_token = ?2)"
+     WHERE ",
+    cancel_where!()
+);
+
+statement!(
+    TALLY_CANCEL,
+    ["id", "token", "kind"],
+    // just before CANCEL_EFFECT, on its condition: cancelled ones counted, a dismissed dead
+    // one leaves the dismissed count (`tally`, migration 0009)
+    "UPDATE tally SET effects_cancelled = effects_cancelled + x.n, \
+       effects_dismissed = effects_dismissed - x.dismissed \
+     FROM (SELECT count(*) AS n, \
+       coalesce(sum(dispatch = 'dead' AND dismissed_at IS NOT NULL), 0) AS dismissed \
+       FROM effect WHERE ",
+    cancel_where!(),
+    ") AS x WHERE tally.id = 1 AND x.n > 0"
 );
 
 statement!(
@@ -153,6 +175,25 @@ statement!(
          OR (effect.currency IS NULL AND r.currency IS NOT NULL))"
 );
 
+/// Whether this transaction's guarded write won (RECORD_OUTCOME and its tally: ?2 the
+/// resource, ?3 the token).
+macro_rules! outcome_won {
+    () => {
+        "EXISTS (SELECT 1 FROM resource WHERE id = ?2 AND transition_token = ?3)"
+    };
+}
+
+/// RECORD_OUTCOME's condition, which its tally predicts.
+macro_rules! outcome_where {
+    () => {
+        concat!(
+            "event_id = ?1 AND (processed_at IS NULL OR (outcome = 'dead' AND ",
+            outcome_won!(),
+            "))"
+        )
+    };
+}
+
 statement!(
     RECORD_OUTCOME,
     ["event_id", "id", "token"],
@@ -163,10 +204,28 @@ statement!(
     "UPDATE webhook_delivery SET processed_at = ",
     now!(),
     ", last_error = NULL, reason = NULL, \
-       outcome = CASE WHEN EXISTS (SELECT 1 FROM resource WHERE id = ?2 AND transition_token = ?3) \
-                      THEN 'applied' ELSE 'stale' END \
-     WHERE event_id = ?1 AND (processed_at IS NULL OR (outcome = 'dead' \
-       AND EXISTS (SELECT 1 FROM resource WHERE id = ?2 AND transition_token = ?3)))"
+       outcome = CASE WHEN ",
+    outcome_won!(),
+    " THEN 'applied' ELSE 'stale' END \
+     WHERE ",
+    outcome_where!()
+);
+
+statement!(
+    TALLY_OUTCOME,
+    ["event_id", "id", "token"],
+    // just before RECORD_OUTCOME, on its condition, in its transaction: the outcome it writes
+    // counted (from unprocessed, or from dead when applied: a dismissed dead one leaves the
+    // dismissed count); a copy whose RECORD_OUTCOME changes nothing counts nothing
+    "UPDATE tally SET deliveries_applied = deliveries_applied + x.won, \
+       deliveries_stale = deliveries_stale + 1 - x.won, \
+       deliveries_dismissed = deliveries_dismissed - x.dismissed \
+     FROM (SELECT ",
+    outcome_won!(),
+    " AS won, (outcome IS 'dead' AND dismissed_at IS NOT NULL) AS dismissed \
+       FROM webhook_delivery WHERE ",
+    outcome_where!(),
+    ") AS x WHERE tally.id = 1"
 );
 
 statement!(
@@ -226,7 +285,7 @@ pub struct TransitionRequest<'a> {
 /// `(status, order_ref, applied, outcome)`.
 pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
     let p = r.plan;
-    let mut batch = Vec::with_capacity(7);
+    let mut batch = Vec::with_capacity(10);
     let guarded = if p.guard.from_unknown {
         &GUARDED_UPSERT
     } else {
@@ -270,11 +329,13 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
     }
     if let Some(kind) = p.cancels {
         // after INSERT_EFFECT, which reads the fulfilment's attempts before it is cancelled
-        batch.push(CANCEL_EFFECT.bind(vec![
+        let args = vec![
             Arg::text(r.resource_id),
             Arg::text(r.token),
             Arg::text(kind.as_str()),
-        ]));
+        ];
+        batch.push(TALLY_CANCEL.bind(args.clone()));
+        batch.push(CANCEL_EFFECT.bind(args));
     }
     if r.order_ref.is_some() || r.amount.is_some() || r.currency.is_some() {
         batch.push(FILL_RESOURCE.bind(vec![
@@ -289,11 +350,13 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
         batch.push(RELEASE_EFFECTS.bind(vec![Arg::text(r.resource_id)]));
     }
     if let Some(event_id) = r.delivery {
-        batch.push(RECORD_OUTCOME.bind(vec![
+        let args = vec![
             Arg::text(event_id),
             Arg::text(r.resource_id),
             Arg::text(r.token),
-        ]));
+        ];
+        batch.push(TALLY_OUTCOME.bind(args.clone()));
+        batch.push(RECORD_OUTCOME.bind(args));
     }
     batch.push(READ_BACK.bind(vec![
         Arg::text(r.resource_id),

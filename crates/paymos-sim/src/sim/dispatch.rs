@@ -893,12 +893,8 @@ impl Sim<'_> {
                         Fault::At(_) => Fault::Before,
                         f => f,
                     };
-                    match self
-                        .db
-                        .run(&b, fault)
-                        .result
-                        .and_then(|r| r[0].to::<Claimed>())
-                    {
+                    let rows = self.db.batch(&b, fault).result;
+                    match rows.and_then(|r| r.last().cloned().unwrap_or_default().to::<Claimed>()) {
                         Ok(rows) => {
                             self.fx.stats.claimed += rows.len();
                             chunks.claimed(rows);
@@ -948,10 +944,23 @@ impl Sim<'_> {
             Fault::At(_) => Fault::Before,
             f => f,
         };
-        let ex = self.db.run(
-            &(st::REDELIVER_EFFECT.bind(vec![Arg::text(&id)])).into_owned(),
-            fault,
-        );
+        // every other time an operator had dismissed it first (handled), then redelivers it
+        // after all: a redelivery ends a dismissal (decided without a draw, so that the
+        // lane's schedule is the same as without dismissals)
+        if self.fx.stats.redelivered.is_multiple_of(2) {
+            let ex = self.db.batch(
+                &st::dismiss_effect_batch(&id, "handled by hand"),
+                Fault::None,
+            );
+            if ex
+                .result
+                .is_ok_and(|r| r.last().is_some_and(|x| !x.is_empty()))
+            {
+                self.trace(format!("operator: dismiss dead {l}"));
+            }
+        }
+        let ex = self.db.batch(&st::redeliver_batch(&id), fault);
+        let ex = paymos_sim_last(ex);
         match ex.result {
             Ok(r) if r[0].is_empty() => {
                 // a cancelled fulfilment, or one whose invoice has a revocation: 409
@@ -1144,4 +1153,13 @@ impl Sim<'_> {
             .int(0, "n")
             .unwrap_or(0)
     }
+}
+
+/// A batch's outcome with only its last statement's rows (the change after its tally).
+fn paymos_sim_last(mut ex: crate::db::Exec) -> crate::db::Exec {
+    if let Ok(rows) = &mut ex.result {
+        let last = rows.pop().unwrap_or_default();
+        *rows = vec![last];
+    }
+    ex
 }

@@ -40,6 +40,8 @@ fn row(id: &str, event_type: &str, livemode: bool, processed: bool) -> DeliveryR
         generation: 0,
         archived_at: None,
         archive_key: None,
+        dismissed_at: None,
+        dismiss_reason: None,
         body: Some(body),
     }
 }

@@ -31,6 +31,10 @@ fn effect(kind: &str) -> EffectRow {
         delivered_at: None,
         first_attempt_at: None,
         attempt_started_at: None,
+        dead_at: None,
+        dismissed_at: None,
+        dismiss_reason: None,
+        acknowledged_at: None,
         awaiting_order_ref: false,
     }
 }
@@ -358,5 +362,8 @@ fn the_mutation_records_the_attempt_after_the_request() {
     let Step::Record(record) = b.next(T0) else {
         panic!()
     };
-    assert_eq!(record[0].statement.name, "MARK_EFFECT_DELIVERED");
+    // the kept count of delivered effects first, for the effects marked below (each once)
+    let names: Vec<&str> = record.iter().map(|r| r.statement.name).collect();
+    assert_eq!(names, ["TALLY_DELIVERED", "MARK_EFFECT_DELIVERED"]);
+    assert_eq!(record[0].args[0], Arg::json_list(&["eff_fulfilment"]));
 }
