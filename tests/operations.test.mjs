@@ -280,8 +280,10 @@ test("alerts: each kind opens, is sent once (Python verifies it), is not re-sent
     assert.equal(reminder.key, reminder.id);
     assert.deepEqual(pythonVerifies([reminder]), [true], "the reminder's signature verified by Python's hmac");
 
-    // acknowledged: silent, even after 6 hours, and even when its condition grows (CONTRACT
-    // §9: sent "until it resolves or an operator acknowledges it"); the count still follows
+    // acknowledged: silent, even after 6 hours, while nothing new comes (CONTRACT §9: sent
+    // "until it resolves or an operator acknowledges it"); the acknowledgement covers what the
+    // alert counted when it was given (amended): another delivery gone dead reopens it, and it
+    // is sent again (the tests below make them dead through the dead-letter queue, for real)
     const dead = alerts.find((x) => x.kind === "delivery_dead");
     const ack = await admin(w.url, "POST", `/alerts/${dead.id}/ack`);
     assert.deepEqual(ack.json, { id: dead.id, state: "acknowledged" });
@@ -292,9 +294,13 @@ test("alerts: each kind opens, is sent once (Python verifies it), is not re-sent
     await insert(deadToo, ", processed_at, outcome", `, ${now}, 'dead'`);
     await w.scheduled();
     const grown = (await admin(w.url, "GET", "/alerts")).json.data.find((x) => x.id === dead.id);
-    assert.equal(grown.state, "acknowledged");
+    assert.equal(grown.state, "open", "a new instance reopens it");
     assert.equal(grown.count, 2);
-    assert.equal(hook.requests.filter((r) => r.json.id === dead.id).length, 1, "acknowledged, then grown: still not sent");
+    assert.equal(grown.reopens, 1);
+    const resent = hook.requests.filter((r) => r.json.id === dead.id);
+    assert.equal(resent.length, 2, "acknowledged, then another dead: sent again");
+    assert.equal(resent[1].id, `${dead.id}_1`, "a new message: its own webhook-id");
+    assert.equal(resent[1].json.count, 2);
     assert.equal((await admin(w.url, "POST", "/alerts/alt_nosuch/ack")).status, 404);
 
     // resolved when the condition no longer holds
@@ -472,6 +478,398 @@ test("bulk replay larger than one invocation's budget continues with next_cursor
     }
     assert.equal(total, 450, "every match replayed once");
     assert.equal((await w.db.prepare("SELECT count(*) AS n FROM webhook_delivery WHERE replays <> 1").first()).n, 0);
+  } finally {
+    await w.close();
+  }
+});
+
+// ---------------------------------------------------------------- alerts that an ack cannot silence for good, dismiss
+
+/** An alert webhook that records what it receives (and can refuse). */
+async function alertHook() {
+  const hook = { requests: [], failing: false };
+  hook.server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      if (hook.failing) return res.writeHead(503).end();
+      hook.requests.push({ id: req.headers["webhook-id"], key: req.headers["idempotency-key"], ts: req.headers["webhook-timestamp"], sig: req.headers["webhook-signature"], body, json: JSON.parse(body) });
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise((r) => hook.server.listen(0, "127.0.0.1", r));
+  hook.url = `http://127.0.0.1:${hook.server.address().port}/alerts`;
+  hook.of = (kind) => hook.requests.filter((r) => r.json.kind === kind);
+  return hook;
+}
+
+/**
+ * A delivery that goes dead for real: its stored body no longer parses, so every consumer
+ * attempt fails (each failure recorded), the queue's retries run out, and the dead-letter
+ * consumer marks it dead (MARK_DEAD). Resolves with its event id.
+ */
+async function deadDelivery(w) {
+  const inv = randomId("inv_");
+  const env = envelope("invoice.paid", inv);
+  const broken = JSON.stringify({ event_id: env.event_id, type: "invoice.paid" });
+  await w.db.prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body) VALUES (?, ?, ?, ?)").bind(env.event_id, inv, env.type, broken).run();
+  assert.equal((await admin(w.url, "POST", `/deliveries/${env.event_id}/replay`)).status, 202);
+  await eventually(
+    `${env.event_id} to go dead`,
+    async () => (await w.db.prepare("SELECT outcome FROM webhook_delivery WHERE event_id = ?").bind(env.event_id).first())?.outcome === "dead",
+    120000,
+    250,
+  );
+  return env.event_id;
+}
+
+/** An effect that goes dead for real: the order system refuses every attempt of the (compressed) ladder. */
+async function deadEffect(w) {
+  const inv = randomId("inv_");
+  assert.equal((await deliver(w.url, envelope("invoice.paid", inv))).status, 200);
+  const row = await eventually(
+    `${inv}'s fulfilment to go dead`,
+    () => w.db.prepare("SELECT effect_id, dispatch FROM effect WHERE resource_id = ? AND dispatch = 'dead'").bind(inv).first(),
+    120000,
+    250,
+  );
+  return row.effect_id;
+}
+
+test("alerts: acknowledged, then another delivery or effect gone dead reopens the alert and sends it again; dismissed, they leave the counts and the alert resolves", async () => {
+  const hook = await alertHook();
+  // an order system that refuses everything: effects go dead after the (compressed) ladder
+  const refusing = createServer((req, res) => req.on("data", () => {}).on("end", () => res.writeHead(503).end()));
+  await new Promise((r) => refusing.listen(0, "127.0.0.1", r));
+  const w = await startWorker({
+    vars: {
+      ALERT_WEBHOOK_URL: hook.url,
+      ALERT_WEBHOOK_SECRET: ALERT_SECRET,
+      ORDER_SYSTEM_URL: `http://127.0.0.1:${refusing.address().port}/orders`,
+      ORDER_SYSTEM_SECRET: ALERT_SECRET,
+      ORDER_SYSTEM_TIMEOUT_MS: "500",
+      EFFECT_RETRY_SCALE: "0.0001",
+    },
+  });
+  try {
+    const alertOf = async (kind) => (await admin(w.url, "GET", "/alerts")).json.data.find((a) => a.kind === kind && a.state !== "resolved");
+    const metrics = async () => (await admin(w.url, "GET", "/metrics")).json;
+
+    // one dead delivery, one dead effect: each alert opens and is sent once
+    const [d1, e1] = await Promise.all([deadDelivery(w), deadEffect(w)]);
+    await w.scheduled();
+    const deadAlert = await alertOf("delivery_dead");
+    const effectAlert = await alertOf("effect_dead");
+    assert.equal(deadAlert.count, 1);
+    assert.equal(effectAlert.count, 1);
+    assert.equal(hook.of("delivery_dead").length, 1);
+    assert.equal(hook.of("effect_dead").length, 1);
+
+    // acknowledged: silent while nothing new comes, even past the 6-hour reminder
+    for (const a of [deadAlert, effectAlert]) assert.equal((await admin(w.url, "POST", `/alerts/${a.id}/ack`)).json.state, "acknowledged");
+    await w.db.prepare("UPDATE alert SET sent_at = strftime('%Y-%m-%dT%H:%M:%fZ','now','-7 hours')").run();
+    await w.scheduled();
+    assert.equal(hook.of("delivery_dead").length, 1);
+    assert.equal(hook.of("effect_dead").length, 1);
+    assert.equal((await alertOf("delivery_dead")).state, "acknowledged");
+
+    // another of each goes dead: a new instance reopens each alert, and it is sent again
+    const [d2, e2] = await Promise.all([deadDelivery(w), deadEffect(w)]);
+    await w.scheduled();
+    for (const [kind, first] of [
+      ["delivery_dead", deadAlert],
+      ["effect_dead", effectAlert],
+    ]) {
+      const a = await alertOf(kind);
+      assert.equal(a.id, first.id, `${kind}: the same alert, reopened`);
+      assert.equal(a.state, "open");
+      assert.equal(a.count, 2);
+      assert.equal(a.reopens, 1);
+      const sent = hook.of(kind);
+      assert.equal(sent.length, 2, `${kind} sent again`);
+      assert.equal(sent[1].id, `${first.id}_1`, "a new message: its own webhook-id");
+      assert.equal(sent[1].json.count, 2);
+    }
+    assert.deepEqual(pythonVerifies(hook.requests), hook.requests.map(() => true), "every signature verified by Python's hmac");
+    // and not again at the next run
+    await w.scheduled();
+    assert.equal(hook.requests.length, 4);
+
+    // dismiss: bad input refused, nothing changed
+    assert.equal((await admin(w.url, "POST", `/deliveries/${d1}/dismiss`, {})).json.error, "invalid_json");
+    assert.equal((await admin(w.url, "POST", `/deliveries/${d1}/dismiss`, { reason: "   " })).json.error, "invalid_reason");
+    assert.equal((await admin(w.url, "POST", `/deliveries/${d1}/dismiss`, { reason: "x".repeat(501) })).json.error, "invalid_reason");
+    assert.equal((await admin(w.url, "POST", "/deliveries/evt_nosuch/dismiss", { reason: "gone" })).status, 404);
+    assert.equal((await admin(w.url, "POST", "/effects/eff_nosuch/dismiss", { reason: "gone" })).status, 404);
+    assert.equal((await metrics()).deliveries.dead, 2);
+    // a delivery that is not dead: 409 not_dead
+    const fine = envelope("invoice.created", randomId("inv_"));
+    assert.equal((await deliver(w.url, fine)).status, 200);
+    await w.processed(fine.event_id);
+    const notDead = await admin(w.url, "POST", `/deliveries/${fine.event_id}/dismiss`, { reason: "nothing to do" });
+    assert.equal(notDead.status, 409);
+    assert.equal(notDead.json.error, "not_dead");
+
+    // the first of each dismissed: out of the dead counts, on record with its reason
+    const reason = "test event sent by the provider's support; nothing to ship";
+    const dd = await admin(w.url, "POST", `/deliveries/${d1}/dismiss`, { reason });
+    assert.equal(dd.status, 200, JSON.stringify(dd.json));
+    assert.deepEqual([dd.json.event_id, dd.json.dismissed, dd.json.reason, dd.json.already], [d1, true, reason, false]);
+    const de = await admin(w.url, "POST", `/effects/${e1}/dismiss`, { reason: "shipped by hand, order 1042" });
+    assert.equal(de.status, 200, JSON.stringify(de.json));
+    // repeating it is 200, with the first reason
+    const again = await admin(w.url, "POST", `/deliveries/${d1}/dismiss`, { reason: "another reason" });
+    assert.deepEqual([again.status, again.json.already, again.json.reason], [200, true, reason]);
+    const shown = (await admin(w.url, "GET", `/deliveries/${d1}`)).json;
+    assert.equal(shown.outcome, "dead", "still dead, on record");
+    assert.equal(shown.dismiss_reason, reason);
+    assert.ok(shown.dismissed_at);
+    let m = await metrics();
+    assert.equal(m.deliveries.dead, 1);
+    assert.equal(m.deliveries.by_outcome.dismissed, 1);
+    assert.equal(m.effects.by_dispatch.dead, 1);
+    assert.equal(m.effects.by_dispatch.dismissed, 1);
+    // dismissing is not a new instance: the alerts, acknowledged again, stay silent
+    for (const kind of ["delivery_dead", "effect_dead"]) await admin(w.url, "POST", `/alerts/${(await alertOf(kind)).id}/ack`);
+    await w.scheduled();
+    assert.equal(hook.requests.length, 4);
+    assert.equal((await alertOf("delivery_dead")).count, 1);
+
+    // the rest dismissed: the alerts resolve
+    assert.equal((await admin(w.url, "POST", `/deliveries/${d2}/dismiss`, { reason: "replayed by hand elsewhere" })).status, 200);
+    assert.equal((await admin(w.url, "POST", `/effects/${e2}/dismiss`, { reason: "shipped by hand" })).status, 200);
+    await w.scheduled();
+    assert.equal(await alertOf("delivery_dead"), undefined, "resolved");
+    assert.equal(await alertOf("effect_dead"), undefined, "resolved");
+    m = await metrics();
+    assert.deepEqual([m.deliveries.dead, m.deliveries.dismissed, m.effects.by_dispatch.dead, m.effects.by_dispatch.dismissed], [0, 2, 0, 2]);
+    const prom = parsePrometheus(await (await fetch(`${w.url}/admin/api/metrics?format=prometheus`, { headers: { authorization: `Bearer ${(await import("./helpers/worker.mjs")).ADMIN_TOKEN}` } })).text());
+    assert.equal(value(prom, "paymos_deliveries_dead"), 0);
+    assert.equal(value(prom, "paymos_deliveries", { outcome: "dismissed" }), 2);
+    assert.equal(value(prom, "paymos_effects", { dispatch: "dismissed" }), 2);
+    assert.ok(w.logs.some((l) => l.stage === "dismiss" && l.event_id === d1 && l.detail === reason), "the dismissal is logged with its reason");
+
+    // dismissed deliveries and effects stay in the archive, replayable and redeliverable; a
+    // replay ends the dismissal
+    const listed = (await admin(w.url, "GET", "/deliveries?status=dead")).json.data.map((d) => d.event_id);
+    assert.ok(listed.includes(d1) && listed.includes(d2));
+    assert.equal((await admin(w.url, "POST", `/deliveries/${d1}/replay`)).status, 202);
+    const replayed = (await admin(w.url, "GET", `/deliveries/${d1}`)).json;
+    assert.equal(replayed.dismissed_at, null);
+    assert.equal((await metrics()).deliveries.dismissed, 1);
+    assert.equal((await admin(w.url, "POST", `/effects/${e1}/redeliver`)).status, 202);
+    assert.equal((await metrics()).effects.by_dispatch.dismissed, 1);
+  } finally {
+    await w.close();
+    hook.server.close();
+    refusing.closeAllConnections?.();
+    refusing.close();
+  }
+});
+
+// ---------------------------------------------------------------- pull mode
+
+test("pull mode: an order system reads the feed to the end and acknowledges each effect; effects_backlog then resolves", async () => {
+  const hook = await alertHook();
+  const w = await startWorker({ vars: { ALERT_WEBHOOK_URL: hook.url, ALERT_WEBHOOK_SECRET: ALERT_SECRET } });
+  try {
+    // no ORDER_SYSTEM_URL: every effect waits in the feed
+    const paid = Array.from({ length: 5 }, () => randomId("inv_"));
+    const deposit = randomId("pcd_");
+    const refunded = randomId("inv_");
+    const envs = [...paid.map((i) => envelope("invoice.paid", i)), envelope("deposit.confirmed", deposit), envelope("invoice.paid", refunded)];
+    for (const e of envs) assert.equal((await deliver(w.url, e)).status, 200);
+    for (const e of envs) await w.processed(e.event_id);
+    // the refund of one: its fulfilment (offered in the feed) is cancelled and revoked
+    const refund = envelope("invoice.refunded", refunded);
+    assert.equal((await deliver(w.url, refund)).status, 200);
+    await w.processed(refund.event_id);
+    // marked paid by hand without its order_ref: a fulfilment awaiting it
+    const byHand = randomId("inv_");
+    assert.equal((await admin(w.url, "POST", `/resources/${byHand}/transition`, { to: "paid", reason: "paid by bank transfer" })).json.applied, true);
+    // the outbox has waited for 20 minutes
+    await w.db.prepare("UPDATE effect SET created_at = strftime('%Y-%m-%dT%H:%M:%fZ','now','-20 minutes')").run();
+    await w.scheduled();
+    const backlog = (await admin(w.url, "GET", "/alerts")).json.data.find((a) => a.kind === "effects_backlog");
+    assert.equal(backlog?.state, "open");
+    assert.equal(backlog.count, 8, "5 fulfilments, a credit, the refund's revocation, the fulfilment awaiting its order_ref");
+
+    // the cancelled fulfilment is never acknowledged into delivered
+    const cancelled = (await admin(w.url, "GET", "/effects?dispatch=cancelled")).json.data;
+    assert.equal(cancelled.length, 1);
+    const refusedAck = await admin(w.url, "POST", `/effects/${cancelled[0].id}/ack`);
+    assert.deepEqual([refusedAck.status, refusedAck.json.error], [409, "cancelled"]);
+    assert.equal((await admin(w.url, "POST", "/effects/eff_nosuch/ack")).status, 404);
+
+    // the order system pulls page by page, oldest first, and acknowledges what it took
+    const acked = [];
+    let awaiting = [];
+    let cursor = null;
+    for (let page = 0; page < 20; page++) {
+      const r = await admin(w.url, "GET", `/effects?dispatch=pending&limit=2${cursor ? `&cursor=${cursor}` : ""}`);
+      assert.equal(r.status, 200);
+      for (const e of r.json.data) {
+        const a = await admin(w.url, "POST", `/effects/${e.id}/ack`);
+        if (e.awaiting_order_ref) {
+          assert.deepEqual([a.status, a.json.error], [409, "awaiting_order_ref"], "useless without its order_ref");
+          awaiting.push(e.id);
+        } else {
+          assert.deepEqual([a.status, a.json.dispatch, a.json.already], [200, "delivered", false], JSON.stringify(a.json));
+          acked.push(e.id);
+        }
+      }
+      cursor = r.json.next_cursor;
+      if (!cursor) break;
+    }
+    assert.equal(cursor, null, "the feed was read to its end");
+    assert.equal(acked.length, 7);
+    assert.equal(awaiting.length, 1);
+    // repeating an acknowledgement is 200 and changes nothing
+    const again = await admin(w.url, "POST", `/effects/${acked[0]}/ack`);
+    assert.deepEqual([again.status, again.json.already], [200, true]);
+    // the order_ref learned: the fulfilment is offered with it, and acknowledged
+    assert.equal((await admin(w.url, "POST", `/resources/${byHand}/transition`, { to: "paid", reason: "order_ref from the bank", order_ref: "order_77" })).status, 200);
+    const late = (await admin(w.url, "GET", "/effects?dispatch=pending")).json.data;
+    assert.deepEqual(late.map((e) => [e.id, e.order_ref, e.awaiting_order_ref]), [[awaiting[0], "order_77", false]]);
+    assert.equal((await admin(w.url, "POST", `/effects/${awaiting[0]}/ack`)).status, 200);
+
+    // nothing pending: the backlog alert resolves, and the counts say so
+    assert.deepEqual((await admin(w.url, "GET", "/effects?dispatch=pending")).json.data, []);
+    const m = (await admin(w.url, "GET", "/metrics")).json;
+    assert.deepEqual([m.effects.by_dispatch.pending, m.effects.by_dispatch.delivered, m.effects.by_dispatch.cancelled], [0, 8, 1]);
+    await w.scheduled();
+    const after = (await admin(w.url, "GET", "/alerts")).json.data.find((a) => a.id === backlog.id);
+    assert.equal(after.state, "resolved");
+    const rows = (await w.db.prepare("SELECT dispatch, acknowledged_at, delivered_at FROM effect WHERE dispatch = 'delivered'").all()).results;
+    assert.ok(rows.length === 8 && rows.every((r) => r.acknowledged_at && r.delivered_at), "each acknowledged, on record");
+  } finally {
+    await w.close();
+    hook.server.close();
+  }
+});
+
+// ---------------------------------------------------------------- D1 unavailable
+
+test("database_unavailable: when the cron cannot read D1 (a table gone, or a binding that answers nothing), it still sends the alert, signed, once per hour's id, and logs it", async () => {
+  const hook = await alertHook();
+  const vars = { ALERT_WEBHOOK_URL: hook.url, ALERT_WEBHOOK_SECRET: ALERT_SECRET };
+  const hourId = () => `alt_dbdown_${new Date().toISOString().slice(0, 13).replace(/[-T]/g, "")}`;
+  // 1. D1 answers, but what the cron reads is gone (the outage test's rename)
+  const w = await startWorker({ vars });
+  try {
+    await w.db.prepare("ALTER TABLE webhook_delivery RENAME TO webhook_delivery_away").run();
+    await w.scheduled();
+    await w.scheduled();
+    const sent = hook.of("database_unavailable");
+    assert.equal(sent.length, 2, "every run sends it");
+    const id = hourId();
+    assert.deepEqual(
+      sent.map((r) => [r.id, r.key, r.json.id]),
+      [
+        [id, id, id],
+        [id, id, id],
+      ],
+      "one id per hour: the copies collapse at a receiver that drops copies by id",
+    );
+    assert.equal(sent[0].json.severity, "critical");
+    assert.match(sent[0].json.summary, /could not read D1/);
+    assert.deepEqual(Object.keys(sent[0].json).sort(), ["count", "first_seen", "id", "kind", "last_seen", "severity", "summary"]);
+    assert.equal(sent[1].json.count, 2);
+    assert.equal(sent[1].json.first_seen, sent[0].json.first_seen);
+    assert.deepEqual(pythonVerifies(sent), [true, true], "signed as the other alerts, verified by Python's hmac");
+    assert.ok(w.logs.some((l) => l.stage === "alert" && l.event_id === id && l.outcome === "database_unavailable" && /no such table/.test(l.detail)), "logged, with why");
+    // D1 back: the outage is put on record (resolved), and nothing more is sent for it
+    await w.db.prepare("ALTER TABLE webhook_delivery_away RENAME TO webhook_delivery").run();
+    await w.scheduled();
+    assert.equal(hook.of("database_unavailable").length, 2);
+    const recorded = (await admin(w.url, "GET", "/alerts")).json.data.find((a) => a.id === id);
+    assert.equal(recorded?.kind, "database_unavailable");
+    assert.equal(recorded.state, "resolved");
+    assert.equal(recorded.sends, 2);
+  } finally {
+    await w.close();
+  }
+  // 2. D1 cannot be read at all: every call rejects, as an unreachable D1's do
+  const down = await startWorker({ vars, scriptPath: new URL("./helpers/d1-down.mjs", import.meta.url).pathname });
+  try {
+    const before = hook.requests.length;
+    await down.scheduled();
+    const sent = hook.requests.slice(before);
+    assert.deepEqual(
+      sent.map((r) => [r.json.kind, r.id]),
+      [["database_unavailable", hourId()]],
+    );
+    assert.match(sent[0].json.summary, /Network connection lost/);
+    assert.deepEqual(pythonVerifies(sent), [true]);
+    // and the receiver answers deliveries 503, so that the sender retries
+    assert.equal((await deliver(down.url, envelope("invoice.paid", randomId("inv_")))).status, 503);
+  } finally {
+    await down.close();
+    hook.server.close();
+  }
+});
+
+// ---------------------------------------------------------------- kept counts
+
+test("the kept counts equal a full count after a scripted scenario: outcomes, duplicates, replays, a refund, acks, dismissals", async () => {
+  const w = await startWorker();
+  try {
+    const paid = randomId("inv_");
+    const envs = [
+      envelope("invoice.paid", paid),
+      envelope("invoice.paid", paid), // a second endpoint's copy: stale
+      envelope("invoice.created", randomId("inv_")),
+      envelope("withdrawal.completed", randomId("wdr_")),
+      envelope("invoice.gifted", randomId("inv_")), // unknown type: ignored
+      { ...envelope("invoice.paid", randomId("inv_")), livemode: true }, // the other mode: ignored
+    ];
+    for (const e of envs) assert.equal((await deliver(w.url, e)).status, 200);
+    for (const e of envs) await w.processed(e.event_id);
+    assert.equal((await deliver(w.url, envs[0])).json.duplicate, true);
+    // a refund of the paid invoice (its fulfilment cancelled), a replay of an applied delivery
+    // and a bulk replay of the stale ones, a dead delivery dismissed, acks
+    const refund = envelope("invoice.refunded", paid);
+    await deliver(w.url, refund);
+    await w.processed(refund.event_id);
+    assert.equal((await admin(w.url, "POST", `/deliveries/${envs[2].event_id}/replay`)).status, 202);
+    await w.processed(envs[2].event_id);
+    assert.equal((await admin(w.url, "POST", "/deliveries/replay", { status: "stale" })).status, 200);
+    await eventually("replays processed", async () => (await w.db.prepare("SELECT count(*) AS n FROM webhook_delivery WHERE processed_at IS NULL").first()).n === 0);
+    const dead = await deadDelivery(w);
+    assert.equal((await admin(w.url, "POST", `/deliveries/${dead}/dismiss`, { reason: "handled" })).status, 200);
+    for (const e of (await admin(w.url, "GET", "/effects?dispatch=pending")).json.data.slice(0, 2)) {
+      assert.equal((await admin(w.url, "POST", `/effects/${e.id}/ack`)).status, 200);
+    }
+    const kept = await w.db.prepare("SELECT * FROM tally").first();
+    const full = await w.db
+      .prepare(
+        `SELECT (SELECT count(*) FROM webhook_delivery WHERE outcome = 'applied') AS deliveries_applied,
+                (SELECT count(*) FROM webhook_delivery WHERE outcome = 'stale') AS deliveries_stale,
+                (SELECT count(*) FROM webhook_delivery WHERE outcome = 'ignored') AS deliveries_ignored,
+                (SELECT count(*) FROM webhook_delivery WHERE outcome = 'dead' AND dismissed_at IS NOT NULL) AS deliveries_dismissed,
+                (SELECT count(*) FROM webhook_delivery WHERE reason = 'livemode_mismatch') AS livemode_mismatches,
+                (SELECT count(*) FROM effect WHERE dispatch = 'delivered') AS effects_delivered,
+                (SELECT count(*) FROM effect WHERE dispatch = 'cancelled') AS effects_cancelled,
+                (SELECT count(*) FROM effect WHERE dispatch = 'dead' AND dismissed_at IS NOT NULL) AS effects_dismissed`,
+      )
+      .first();
+    for (const [k, v] of Object.entries(full)) assert.equal(kept[k], v, `kept ${k}`);
+    // the scenario reached every count it claims to
+    assert.ok(full.deliveries_applied >= 3 && full.deliveries_stale >= 2 && full.deliveries_ignored === 2, JSON.stringify(full));
+    assert.deepEqual([full.livemode_mismatches, full.deliveries_dismissed, full.effects_cancelled, full.effects_delivered], [1, 1, 1, 2]);
+    // and the metrics are those counts
+    const m = (await admin(w.url, "GET", "/metrics")).json;
+    assert.deepEqual(m.deliveries.by_outcome, { applied: full.deliveries_applied, stale: full.deliveries_stale, ignored: full.deliveries_ignored, dead: 0, dismissed: 1 });
+    assert.equal(m.deliveries.livemode_mismatches, 1);
+    assert.equal(m.effects.by_dispatch.delivered, 2);
+    // the history's hour holds the same deliveries, by what each is now
+    const h = (await admin(w.url, "GET", "/metrics/history?hours=2")).json;
+    assert.equal(h.buckets.length, 2);
+    const total = (await w.db.prepare("SELECT count(*) AS n FROM webhook_delivery").first()).n;
+    assert.equal(h.buckets.reduce((a, b) => a + b.deliveries.total, 0), total);
+    assert.equal(h.buckets.reduce((a, b) => a + b.deliveries.dismissed, 0), 1);
+    assert.equal(h.buckets.at(-1).effects.pending, m.effects.by_dispatch.pending, "the current hour ends with the facts now");
+    assert.equal((await admin(w.url, "GET", "/metrics/history?hours=0")).json.error, "invalid_hours");
   } finally {
     await w.close();
   }

@@ -1,0 +1,54 @@
+// The worker (build/index.js) with a DB binding that answers nothing: every D1 call rejects
+// as D1 does when it cannot be reached. For the test that the 5-minute cron still sends
+// `database_unavailable` when it cannot read D1 at all (CONTRACT §9). The class is named as
+// the runtime's (workers-rs checks a binding's class name); nothing else is changed.
+import Ours from "../../build/index.js";
+
+// D1's own errors carry their cause (the runtime's message); workers-rs reads it from there
+const down = () => Promise.reject(new Error("D1_ERROR: Network connection lost.", { cause: new Error("Network connection lost.") }));
+
+class D1PreparedStatement {
+  bind() {
+    return this;
+  }
+  all() {
+    return down();
+  }
+  run() {
+    return down();
+  }
+  first() {
+    return down();
+  }
+  raw() {
+    return down();
+  }
+}
+
+class D1Database {
+  prepare() {
+    return new D1PreparedStatement();
+  }
+  batch() {
+    return down();
+  }
+  exec() {
+    return down();
+  }
+  dump() {
+    return down();
+  }
+}
+
+function withoutD1(env) {
+  const db = new D1Database();
+  return new Proxy(env, { get: (target, prop, receiver) => (prop === "DB" ? db : Reflect.get(target, prop, receiver)) });
+}
+
+const call = (method, arg, env, ctx) => (typeof Ours === "function" ? new Ours(ctx, env)[method](arg) : Ours[method](arg, env, ctx));
+
+export default {
+  fetch: (request, env, ctx) => call("fetch", request, withoutD1(env), ctx),
+  queue: (batch, env, ctx) => call("queue", batch, withoutD1(env), ctx),
+  scheduled: (event, env, ctx) => call("scheduled", event, withoutD1(env), ctx),
+};
