@@ -492,6 +492,95 @@ test("health: open alerts first with Ack, backlog, dead deliveries and effects, 
   await shot("desktop-health-acked.png");
 });
 
+test("health charts: the last 24 hours as inline SVG drawn by the page's script, every bar the history API's number", async () => {
+  // what earlier 5-minute runs saw (the cron writes one sample per run; this run's is there)
+  const hoursAgo = (h, m = 55) => {
+    const t = new Date(Date.now() - h * 3600000);
+    t.setUTCMinutes(m);
+    return t.toISOString().slice(0, 16);
+  };
+  const sample = w.db.prepare(
+    "INSERT OR REPLACE INTO health_sample (at, unprocessed, oldest_unprocessed_seconds, deliveries_dead, effects_pending, effects_delivered, effects_dead, oldest_pending_effect_seconds) VALUES (?, ?, ?, 0, ?, ?, 0, NULL)",
+  );
+  await w.db.batch([
+    sample.bind(hoursAgo(5), 4, 120, 2, 10),
+    sample.bind(hoursAgo(3), 7, 300, 5, 14),
+    sample.bind(hoursAgo(2), 0, null, 1, 20),
+  ]);
+  // the page's own request and answer, drawn after a refresh
+  const answered = page.waitForResponse((r) => r.url().includes("/admin/api/metrics/history"));
+  await page.click("#health-refresh");
+  const history = await (await answered).json();
+  await page.waitForFunction(() => document.querySelectorAll("#chart-list figure.chart svg").length === 4);
+  assert.equal(history.buckets.length, 24);
+
+  const drawn = await page.evaluate(() =>
+    [...document.querySelectorAll("#chart-list figure.chart")].map((f) => ({
+      key: f.dataset.chart,
+      total: Number(f.dataset.total),
+      namespace: f.querySelector("svg").namespaceURI,
+      role: f.querySelector("svg").getAttribute("role"),
+      label: document.getElementById(f.querySelector("svg").getAttribute("aria-labelledby"))?.textContent,
+      bars: [...f.querySelectorAll("rect.bar")].map((r) => ({
+        hour: r.dataset.hour,
+        series: r.dataset.series,
+        value: Number(r.dataset.value),
+        title: r.querySelector("title")?.textContent,
+        height: Number(r.getAttribute("height")),
+      })),
+      gaps: [...f.querySelectorAll("rect.gap")].map((r) => r.dataset.hour),
+      ticks: [...f.querySelectorAll("text.tick")].map((t) => t.textContent),
+    })),
+  );
+  assert.deepEqual(drawn.map((c) => c.key), ["deliveries", "refusals", "backlog", "effects"]);
+  assert.ok(drawn.every((c) => c.namespace === "http://www.w3.org/2000/svg" && c.role === "img" && c.label), "inline SVG, labelled");
+  // every bar is one of the API's values, and every value above 0 is a bar
+  const api = {
+    deliveries: (b) => Object.fromEntries(["applied", "stale", "ignored", "dead", "dismissed", "unprocessed"].map((k) => [k, b.deliveries[k]])),
+    refusals: (b) => ({ 401: b.refused["401"], 400: b.refused["400"], 413: b.refused["413"] }),
+    backlog: (b) => ({ unprocessed: b.backlog.unprocessed }),
+    effects: (b) => ({ delivered: b.effects.delivered, pending: b.effects.pending }),
+  };
+  for (const c of drawn) {
+    const want = [];
+    let total = 0;
+    for (const b of history.buckets) {
+      for (const [series, v] of Object.entries(api[c.key](b))) {
+        if (v > 0) want.push({ hour: b.hour, series, value: v });
+        total += v ?? 0;
+      }
+    }
+    const got = c.bars.map(({ hour, series, value }) => ({ hour, series, value }));
+    const order = (x) => `${x.hour} ${x.series}`;
+    assert.deepEqual(got.sort((a, b) => order(a).localeCompare(order(b))), want.sort((a, b) => order(a).localeCompare(order(b))), `${c.key}: the bars are the API's numbers`);
+    assert.equal(c.total, total, `${c.key}: its total`);
+    assert.ok(c.bars.every((b) => b.height > 0 && b.title.includes(String(b.value))), `${c.key}: each bar has its height and a title with its value`);
+  }
+  // and the API's numbers are D1's: the deliveries of the window, by what each is now
+  const received = (await w.db.prepare("SELECT count(*) AS n FROM webhook_delivery WHERE received_at >= ?").bind(history.from.slice(0, 13)).first()).n;
+  assert.equal(drawn[0].total, received);
+  assert.ok(received > 100, "the seeded deliveries are drawn");
+  const deadNow = drawn[0].bars.filter((b) => b.series === "dead").reduce((a, b) => a + b.value, 0);
+  assert.equal(deadNow, (await w.db.prepare("SELECT count(*) AS n FROM webhook_delivery WHERE outcome = 'dead' AND dismissed_at IS NULL AND received_at >= ?").bind(history.from.slice(0, 13)).first()).n);
+  const refused = drawn[1].bars.reduce((a, b) => a + b.value, 0);
+  assert.ok(refused >= 3, "the refused requests of the seed");
+  // the sampled series: the seeded hours drawn, an hour without a run a gap, not a zero
+  const backlog = drawn[2];
+  assert.deepEqual(
+    backlog.bars.filter((b) => b.hour.slice(0, 13) === hoursAgo(3).slice(0, 13)).map((b) => b.value),
+    [7],
+  );
+  assert.ok(backlog.gaps.includes(`${hoursAgo(4).slice(0, 13)}:00Z`), "no run 4 hours ago: a gap");
+  const effects = drawn[3];
+  const at = (h, series) => effects.bars.find((b) => b.hour.slice(0, 13) === hoursAgo(h).slice(0, 13) && b.series === series)?.value;
+  assert.deepEqual([at(3, "delivered"), at(3, "pending"), at(2, "delivered")], [4, 5, 6], "delivered: the growth over the hour");
+  // the hours along the axis, every 6th, UTC
+  assert.ok(drawn[0].ticks.includes(history.buckets[0].hour.slice(11, 16)));
+  // nothing styled inline (the CSP allows none), nothing but SVG drawn by the script
+  assert.equal(await page.locator("#charts [style], #charts script, #charts img, #charts foreignObject").count(), 0);
+  await page.locator("#charts").screenshot({ path: path.join(ARTIFACTS, "desktop-health-charts.png") });
+});
+
 test("deliveries are listed newest first, hostile values render as text", async () => {
   const ids = await rowIds();
   assert.equal(ids.length, 50, "the default page is 50 rows");

@@ -291,6 +291,7 @@
     $("audit-summary").textContent = "";
     $("alert-rows").replaceChildren();
     $("tiles").replaceChildren();
+    $("chart-list").replaceChildren();
     $("dead-effect-rows").replaceChildren();
     $("health-recon-body").replaceChildren();
     $("storage-body").replaceChildren();
@@ -368,7 +369,7 @@
       received: ["received", "not processed yet"],
       processed: ["processed", d.outcome || ""],
       stale: ["stale", "guard refused"],
-      dead: ["✖ DEAD", "needs replay"],
+      dead: d.dismissed_at ? ["dead", `dismissed: ${d.dismiss_reason ?? ""}`] : ["✖ DEAD", "needs replay"],
       other: [String(d.status || "unknown"), d.outcome || ""],
     }[status];
     return [
@@ -404,8 +405,50 @@
       td("Status", null, statusBadge(d)),
       td("Attempts", { class: "num" }, attempts),
       td("Last error", { class: "error-text" }, d.last_error ? String(d.last_error) : dash()),
-      el("td", { class: "row-actions" }, replayBtn),
+      el("td", { class: "row-actions" }, replayBtn, dead && !d.dismissed_at ? dismissControl("deliveries", String(d.event_id), () => loadDeliveries()) : null),
     );
+  }
+
+  /**
+   * "Dismiss…" for a dead delivery or effect an operator has handled (contract §5): a reason
+   * (1 to 500 characters) asked inline, then the call; it leaves the dead counts and alerts,
+   * and stays replayable. `kind` is "deliveries" or "effects".
+   */
+  function dismissControl(kind, id, after) {
+    const wrap = el("span", { class: "dismiss" });
+    const open = el("button", { type: "button", class: "small secondary", "aria-label": `Dismiss ${id}` }, "Dismiss…");
+    open.addEventListener("click", () => {
+      const input = el("input", { type: "text", class: "dismiss-reason", "aria-label": `Why ${id} needs no replay`, placeholder: "why it is handled" });
+      const go = el("button", { type: "button", class: "small danger" }, "Dismiss");
+      const cancel = el("button", { type: "button", class: "small secondary" }, "Cancel");
+      cancel.addEventListener("click", () => wrap.replaceChildren(open));
+      go.addEventListener("click", async () => {
+        const reason = input.value;
+        if (!reason.trim() || [...reason].length > 500) {
+          notice("error", el("strong", {}, "A reason of 1 to 500 characters is required."));
+          input.focus();
+          return;
+        }
+        go.disabled = true;
+        try {
+          // each path written out: tests/openapi.test.mjs checks the page's calls against the document
+          const answer =
+            kind === "effects"
+              ? await api("POST", `/effects/${encodeURIComponent(id)}/dismiss`, { reason })
+              : await api("POST", `/deliveries/${encodeURIComponent(id)}/dismiss`, { reason });
+          notice("ok", el("strong", {}, `${id} dismissed`), " — out of the dead counts and alerts; it stays replayable.", answerBlock(answer.status, answer.data));
+        } catch (e) {
+          go.disabled = false;
+          if (e.status !== 401) errorNotice(`Dismissing ${id}`, e);
+          return;
+        }
+        await Promise.all([after ? after() : null, loadHealth()]);
+      });
+      wrap.replaceChildren(input, go, cancel);
+      input.focus();
+    });
+    wrap.append(open);
+    return wrap;
   }
 
   function describeFilters() {
@@ -1206,7 +1249,8 @@
   }
 
   function renderDeadEffects(list, total) {
-    const rows = Array.isArray(list) ? list : [];
+    // the dismissed ones are handled: not listed here (the resource view still shows them)
+    const rows = (Array.isArray(list) ? list : []).filter((f) => !f.dismissed_at);
     $("dead-effects").hidden = rows.length === 0 && !total;
     $("dead-effect-rows").replaceChildren(
       ...(rows.length
@@ -1219,10 +1263,171 @@
               td("Attempts", { class: "num" }, String(f.attempts ?? 0)),
               td("Last error", { class: "error-text" }, f.last_error ? String(f.last_error) : dash()),
               td("Created", null, time(f.created_at)),
-              el("td", { class: "row-actions" }, redeliverButton(f, () => (state.resourceId ? reloadResource() : null))),
+              el(
+                "td",
+                { class: "row-actions" },
+                redeliverButton(f, () => (state.resourceId ? reloadResource() : null)),
+                dismissControl("effects", String(f.id), () => (state.resourceId ? reloadResource() : null)),
+              ),
             ),
           )
         : [emptyRow(6, total ? `${plural(total, "dead effect")}; the list could not be loaded.` : "No dead effect.")]),
+    );
+  }
+
+  // ---- health charts (issue #26): the last 24 hours as inline SVG, from /metrics/history ----
+
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  const HISTORY_HOURS = 24;
+
+  /** createElementNS for SVG, as el() for HTML: attributes set one by one, text as text nodes. */
+  function svg(tag, attrs, ...children) {
+    const e = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v !== null && v !== undefined) e.setAttribute(k, String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  const CHART = { w: 480, h: 150, left: 36, right: 6, top: 10, bottom: 22 };
+  const hourOf = (iso) => String(iso).slice(11, 16);
+  let chartSeq = 0;
+
+  /**
+   * One chart: a bar per hour, its series stacked (or side by side when `grouped`), each
+   * value a <rect> carrying data-hour, data-series and data-value and its own <title>; a
+   * value of 0 draws nothing, an unknown one (null: no sample that hour) a dashed mark.
+   */
+  function barChart({ key, caption, buckets, series, grouped = false }) {
+    const id = `chart-${key}-${++chartSeq}`;
+    const plotW = CHART.w - CHART.left - CHART.right;
+    const plotH = CHART.h - CHART.top - CHART.bottom;
+    const slot = plotW / Math.max(1, buckets.length);
+    const values = buckets.map((b) => series.map((s) => s.value(b)));
+    const known = (v) => v !== null && v !== undefined && Number.isFinite(Number(v));
+    const height = (vs) => (grouped ? Math.max(0, ...vs.map(num)) : vs.reduce((a, v) => a + num(v), 0));
+    const max = Math.max(1, ...values.map(height));
+    const y = (v) => CHART.top + plotH - (num(v) / max) * plotH;
+    const total = values.flat().filter(known).reduce((a, v) => a + num(v), 0);
+    const parts = [
+      svg("line", { class: "axis", x1: CHART.left, y1: CHART.top + plotH, x2: CHART.w - CHART.right, y2: CHART.top + plotH }),
+      svg("line", { class: "axis", x1: CHART.left, y1: CHART.top, x2: CHART.left, y2: CHART.top + plotH }),
+      svg("text", { class: "tick", x: CHART.left - 4, y: CHART.top + 8, "text-anchor": "end" }, String(max)),
+      svg("text", { class: "tick", x: CHART.left - 4, y: CHART.top + plotH, "text-anchor": "end" }, "0"),
+    ];
+    buckets.forEach((b, i) => {
+      const x0 = CHART.left + i * slot + slot * 0.125;
+      const width = slot * 0.75;
+      if (i % 6 === 0 || i === buckets.length - 1) {
+        parts.push(svg("text", { class: "tick", x: x0 + width / 2, y: CHART.h - 6, "text-anchor": "middle" }, hourOf(b.hour)));
+      }
+      const vs = values[i];
+      if (!vs.some(known)) {
+        // a dashed mark on the axis: unknown, not zero
+        parts.push(
+          svg("rect", { class: "gap", x: x0, y: CHART.top + plotH - 4, width, height: 4, "data-hour": b.hour, "data-gap": "" }, svg("title", {}, `${hourOf(b.hour)} UTC: no sample`)),
+        );
+        return;
+      }
+      let stackTop = 0;
+      series.forEach((s, j) => {
+        const v = vs[j];
+        if (!known(v) || num(v) <= 0) return;
+        const w = grouped ? width / series.length : width;
+        const x = grouped ? x0 + j * w : x0;
+        const from = grouped ? 0 : stackTop;
+        const top = y(from + num(v));
+        const bottom = y(from);
+        stackTop = from + num(v);
+        parts.push(
+          svg(
+            "rect",
+            {
+              class: `bar ${s.cls}`,
+              x: x.toFixed(2),
+              y: top.toFixed(2),
+              width: Math.max(1, w - (grouped ? 1 : 0)).toFixed(2),
+              height: Math.max(0.5, bottom - top).toFixed(2),
+              "data-hour": b.hour,
+              "data-series": s.key,
+              "data-value": num(v),
+            },
+            svg("title", {}, `${hourOf(b.hour)} UTC · ${s.label}: ${num(v)}`),
+          ),
+        );
+      });
+    });
+    const first = buckets[0] ? hourOf(buckets[0].hour) : "";
+    const sums = series.map((s, j) => values.reduce((a, vs) => a + (known(vs[j]) ? num(vs[j]) : 0), 0));
+    const summary = `${caption}, ${buckets.length} hours from ${first} UTC: ${series.map((s, j) => `${s.label} ${sums[j]}`).join(", ")}`;
+    return el(
+      "figure",
+      { class: "chart", "data-chart": key, "data-total": total },
+      el("figcaption", { id }, caption),
+      svg("svg", { viewBox: `0 0 ${CHART.w} ${CHART.h}`, role: "img", "aria-labelledby": id, preserveAspectRatio: "xMidYMid meet" }, svg("desc", {}, summary), ...parts),
+      el(
+        "ul",
+        { class: "legend" },
+        ...series.map((s) => el("li", {}, el("span", { class: `swatch ${s.cls}`, "aria-hidden": "true" }), s.label)),
+      ),
+    );
+  }
+
+  function renderCharts(h) {
+    const buckets = Array.isArray(obj(h).buckets) ? h.buckets : [];
+    const list = $("chart-list");
+    if (!buckets.length) {
+      list.replaceChildren(el("p", { class: "muted" }, "No history."));
+      return;
+    }
+    const d = (k) => (b) => num(obj(b.deliveries)[k]);
+    const r = (k) => (b) => num(obj(b.refused)[k]);
+    const nullable = (v) => (v === null || v === undefined ? null : num(v));
+    $("charts-title").textContent = `Last ${buckets.length} hours`;
+    list.replaceChildren(
+      barChart({
+        key: "deliveries",
+        caption: "Deliveries per hour, by outcome",
+        buckets,
+        series: [
+          { key: "applied", label: "applied", cls: "s-applied", value: d("applied") },
+          { key: "stale", label: "stale", cls: "s-stale", value: d("stale") },
+          { key: "ignored", label: "ignored", cls: "s-ignored", value: d("ignored") },
+          { key: "dead", label: "dead", cls: "s-dead", value: d("dead") },
+          { key: "dismissed", label: "dead, dismissed", cls: "s-dismissed", value: d("dismissed") },
+          { key: "unprocessed", label: "unprocessed", cls: "s-unprocessed", value: d("unprocessed") },
+        ],
+      }),
+      barChart({
+        key: "refusals",
+        caption: "Refused requests per hour",
+        buckets,
+        series: [
+          { key: "401", label: "401 signature", cls: "s-r401", value: r("401") },
+          { key: "400", label: "400 envelope", cls: "s-r400", value: r("400") },
+          { key: "413", label: "413 too large", cls: "s-r413", value: r("413") },
+        ],
+      }),
+      barChart({
+        key: "backlog",
+        caption: "Delivery backlog (unprocessed, at each hour's end)",
+        buckets,
+        series: [{ key: "unprocessed", label: "unprocessed", cls: "s-backlog", value: (b) => nullable(obj(b.backlog).unprocessed) }],
+      }),
+      barChart({
+        key: "effects",
+        caption: "Effects: delivered in the hour, pending at its end",
+        buckets,
+        grouped: true,
+        series: [
+          { key: "delivered", label: "delivered", cls: "s-delivered", value: (b) => nullable(obj(b.effects).delivered) },
+          { key: "pending", label: "pending", cls: "s-pending", value: (b) => nullable(obj(b.effects).pending) },
+        ],
+      }),
     );
   }
 
@@ -1245,10 +1450,16 @@
   }
 
   async function refreshHealth(seq) {
-    const [m, a] = await Promise.allSettled([api("GET", "/metrics"), api("GET", "/alerts")]);
+    const [m, a, h] = await Promise.allSettled([api("GET", "/metrics"), api("GET", "/alerts"), api("GET", `/metrics/history?hours=${HISTORY_HOURS}`)]);
     if (seq !== health.seq) return;
     $("health-error").replaceChildren();
-    if ([m, a].some((r) => r.status === "rejected" && r.reason?.status === 401)) return;
+    if ([m, a, h].some((r) => r.status === "rejected" && r.reason?.status === 401)) return;
+    if (h.status === "fulfilled") {
+      renderCharts(obj(h.value.data));
+    } else {
+      $("chart-list").replaceChildren(el("p", { class: "muted" }, "The history could not be loaded."));
+      healthError("History", h.reason);
+    }
     let deadEffects = 0;
     if (m.status === "fulfilled") {
       const metrics = obj(m.value.data);
