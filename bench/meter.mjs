@@ -17,10 +17,13 @@ function fresh(kind, detail = {}) {
   return r;
 }
 
-function account(rec, names, sqlText, meta) {
+function account(rec, names, sqlText, meta, wallMs = 0) {
   const name = names.get(sqlText) ?? "(other)";
-  const s = (rec.by_statement[name] ??= { runs: 0, rows_read: 0, rows_written: 0, sql_ms: 0 });
+  const s = (rec.by_statement[name] ??= { runs: 0, rows_read: 0, rows_written: 0, sql_ms: 0, wall_ms: 0 });
   s.runs += 1;
+  // the call's time as the worker sees it (from before the call to its answer; a batch's
+  // time is its first statement's)
+  s.wall_ms += wallMs;
   s.rows_read += meta?.rows_read ?? 0;
   s.rows_written += meta?.rows_written ?? 0;
   s.sql_ms += meta?.duration ?? 0;
@@ -41,15 +44,17 @@ class D1PreparedStatement {
     return new D1PreparedStatement(this.inner.bind(...args), this.sqlText, this.rec, this.names);
   }
   async all() {
+    const t0 = Date.now();
     const r = await this.inner.all();
     this.rec.d1_calls += 1;
-    account(this.rec, this.names, this.sqlText, r.meta);
+    account(this.rec, this.names, this.sqlText, r.meta, Date.now() - t0);
     return r;
   }
   async run() {
+    const t0 = Date.now();
     const r = await this.inner.run();
     this.rec.d1_calls += 1;
-    account(this.rec, this.names, this.sqlText, r.meta);
+    account(this.rec, this.names, this.sqlText, r.meta, Date.now() - t0);
     return r;
   }
   async first(column) {
@@ -77,10 +82,12 @@ class D1Database {
     return new D1PreparedStatement(this.inner.prepare(sqlText), sqlText, this.rec, this.names);
   }
   async batch(statements) {
+    const t0 = Date.now();
     const results = await this.inner.batch(statements.map((s) => s.inner));
+    const wall = Date.now() - t0;
     this.rec.d1_calls += 1;
     this.rec.d1_batches += 1;
-    results.forEach((r, i) => account(this.rec, this.names, statements[i].sqlText, r.meta));
+    results.forEach((r, i) => account(this.rec, this.names, statements[i].sqlText, r.meta, i === 0 ? wall : 0));
     return results;
   }
   async exec(sqlText) {
@@ -140,7 +147,7 @@ function totals() {
       x.messages += s.messages;
     }
     for (const [n, s] of Object.entries(r.by_statement)) {
-      const x = (t.by_statement[n] ??= { runs: 0, rows_read: 0, rows_written: 0, sql_ms: 0 });
+      const x = (t.by_statement[n] ??= { runs: 0, rows_read: 0, rows_written: 0, sql_ms: 0, wall_ms: 0 });
       for (const k of Object.keys(x)) x[k] += s[k];
     }
   }
@@ -166,6 +173,13 @@ export function metered(inner) {
         return Response.json({ at_ms: Date.now(), deliveries: r.n, unprocessed: r.unprocessed ?? 0 });
       }
       if (url.pathname === "/__bench/meter") return Response.json(totals());
+      // one D1 round trip that reads nothing: the price of a call, whatever the database holds
+      if (url.pathname === "/__bench/ping") {
+        // ?table=1: a one-row table's row instead (a read of the database file)
+        const sql = url.searchParams.get("table") ? "SELECT id AS one FROM tally WHERE id = 1" : "SELECT 1 AS one";
+        const r = await env.DB.prepare(sql).all();
+        return Response.json({ one: r.results[0].one, d1_ms: r.meta?.duration ?? null });
+      }
       if (url.pathname === "/__bench/meter/reset") {
         records = [];
         return Response.json({ reset: true });

@@ -6,6 +6,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 bash scripts/setup.sh
 bash scripts/build.sh
+# --only=growth (alone): the growth benchmark only (bench/growth.mjs: health checks at 10,000
+# and 1,000,000 deliveries), without the load benchmarks and their builds
+only="$(printf '%s\n' "$@" | sed -n 's/^--only=//p' | tail -n 1)"
+if [ "$only" = "growth" ]; then
+  say "the growth benchmark: health checks at 10,000 and 1,000,000 deliveries"
+  cargo run -q -p paymos-core --example statements_json -- bench/statements.json
+  exec node bench/growth.mjs
+fi
 # the glue floor (crates/glue-floor), built as the worker is, with the same local tools
 (
   export WASM_BINDGEN_BIN="$(command -v wasm-bindgen)" WASM_OPT_BIN="$ROOT/node_modules/.bin/wasm-opt"
@@ -26,3 +34,8 @@ say "native micro-benchmarks: signature verification and envelope parsing, 1 KB 
 cargo bench -p paymos-core --bench verify_parse 2>&1 | grep -E "^(verify|parse_envelope)|time:|thrpt:" || true
 say "the worker under load (loopback)"
 node bench/run.mjs "$@"
+# the growth benchmark with the full run, or when --only names it among others
+if [ -z "$only" ] || printf '%s' ",$only," | grep -q ",growth,"; then
+  say "the growth benchmark: health checks at 10,000 and 1,000,000 deliveries"
+  node bench/growth.mjs
+fi

@@ -1,0 +1,229 @@
+// The growth benchmark (issue #25): do the health checks read the history, or only the
+// working set? For each size (10,000 and 1,000,000 deliveries at the same daily rate, so
+// that the larger one is the same receiver 100 times older), a local D1 is migrated by
+// wrangler, filled with a receiver's history by bench/growth_fill.py (a bulk load of the
+// shape of INSERT_DELIVERY and of what the consumer writes, written into Miniflare's SQLite
+// file before the worker starts), then the worker runs behind bench/meter.mjs and is asked:
+// GET /admin/api/metrics (and ?format=prometheus, and the charts' /metrics/history) and one
+// 5-minute cron run (the alert run, with the sweepers before it). Reported per size: the
+// bytes per delivery in D1, and for each call the rows read and written as D1's own `meta`
+// says (summed by the meter), D1's SQL time and the wall time of the call, median of the
+// rounds. Targets: the same rows read at both sizes, under 100 ms here.
+//
+//   npm run bench -- --only=growth        (scripts/bench.sh: build, then only this)
+//   node bench/growth.mjs [--sizes=10000,1000000] [--per-day=5000] [--rounds=5]
+//
+// Writes bench/results/growth.json. The archive (CONTRACT §10) adds its bytes before and
+// after archiving into the same file: see `archive` there.
+import { execFile } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { migrate, startWorker, ROOT, ADMIN_TOKEN } from "../tests/helpers/worker.mjs";
+
+const run = promisify(execFile);
+const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
+const SIZES = arg("sizes", "10000,1000000").split(",").map(Number);
+const PER_DAY = Number(arg("per-day", "5000"));
+const ROUNDS = Number(arg("rounds", "5"));
+const KEEP = process.argv.includes("--keep");
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.floor((s.length - 1) / 2)] : null;
+};
+
+async function statementsJson() {
+  const file = path.join(ROOT, "bench/statements.json");
+  if (!existsSync(file)) {
+    await run("cargo", ["run", "-q", "-p", "paymos-core", "--example", "statements_json", "--", file], { cwd: ROOT, maxBuffer: 64 << 20 });
+  }
+  return JSON.parse(await readFile(file, "utf8"));
+}
+
+async function sqliteFile(dir) {
+  const d1 = path.join(dir, "v3", "d1");
+  const found = [];
+  const walk = async (p) => {
+    for (const e of await readdir(p, { withFileTypes: true })) {
+      const q = path.join(p, e.name);
+      if (e.isDirectory()) await walk(q);
+      else if (e.name.endsWith(".sqlite") && !e.name.startsWith("metadata")) found.push(q);
+    }
+  };
+  await walk(d1);
+  if (found.length !== 1) throw new Error(`expected one D1 file under ${d1}: ${found}`);
+  return found[0];
+}
+
+/** Bytes in D1 by table and index (dbstat), and the file's pages. */
+async function footprint(file) {
+  const script = `
+import json, sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+page = c.execute("PRAGMA page_size").fetchone()[0]
+pages = c.execute("PRAGMA page_count").fetchone()[0]
+free = c.execute("PRAGMA freelist_count").fetchone()[0]
+by = {}
+for name, size in c.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
+    by[name] = size
+print(json.dumps({"page_size": page, "bytes": page * (pages - free), "file_pages": pages, "by_object": by}))
+`;
+  const { stdout } = await run("python3", ["-c", script, file], { maxBuffer: 16 << 20 });
+  return JSON.parse(stdout);
+}
+
+async function getJson(url, pathname) {
+  const t0 = performance.now();
+  const res = await fetch(`${url}${pathname}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const text = await res.text();
+  const ms = performance.now() - t0;
+  if (res.status !== 200) throw new Error(`${pathname}: ${res.status} ${text}`);
+  return { ms, text };
+}
+
+const meter = async (url) => (await fetch(`${url}/__bench/meter`)).json();
+const resetMeter = async (url) => (await fetch(`${url}/__bench/meter/reset`)).json();
+
+/** What one kind of invocation cost (the meter's totals for it), per invocation. */
+function perCall(totals, kind) {
+  const t = totals[kind];
+  if (!t) return null;
+  const n = t.invocations || 1;
+  const byStatement = Object.fromEntries(
+    Object.entries(t.by_statement)
+      .sort((a, b) => b[1].rows_read - a[1].rows_read)
+      .map(([name, s]) => [name, { runs: s.runs / n, rows_read: s.rows_read / n, rows_written: s.rows_written / n, wall_ms: s.wall_ms / n }]),
+  );
+  return { invocations: t.invocations, d1_calls: t.d1_calls / n, statements: t.statements / n, rows_read: t.rows_read / n, rows_written: t.rows_written / n, sql_ms: t.sql_ms / n, by_statement: byStatement };
+}
+
+/** `rounds` calls of `call`, each metered alone: medians of the wall time and of the meter's figures. */
+async function measure(w, kind, call, rounds) {
+  // two calls first, unmeasured: the pages they read in the runtime's cache, as in a
+  // receiver that answers its scrapes every few seconds
+  for (let i = 0; i < 2; i++) await call();
+  const samples = [];
+  for (let i = 0; i < rounds; i++) {
+    await resetMeter(w.url);
+    const t0 = performance.now();
+    await call();
+    const ms = performance.now() - t0;
+    samples.push({ ms, cost: perCall(await meter(w.url), kind) });
+  }
+  const last = samples.at(-1).cost;
+  return {
+    wall_ms_median: Math.round(median(samples.map((s) => s.ms)) * 10) / 10,
+    wall_ms: samples.map((s) => Math.round(s.ms * 10) / 10),
+    rows_read: median(samples.map((s) => s.cost.rows_read)),
+    rows_read_each: samples.map((s) => s.cost.rows_read),
+    rows_written: median(samples.map((s) => s.cost.rows_written)),
+    d1_calls: last.d1_calls,
+    sql_ms_median: Math.round(median(samples.map((s) => s.cost.sql_ms)) * 100) / 100,
+    by_statement: last.by_statement,
+  };
+}
+
+async function one(size, statements) {
+  const dir = await mkdtemp(path.join(tmpdir(), "paymos-growth-"));
+  try {
+    await migrate(dir);
+    const file = await sqliteFile(dir);
+    const t0 = Date.now();
+    const fill = async (phase) =>
+      JSON.parse((await run("python3", [path.join(ROOT, "bench/growth_fill.py"), file, String(size), String(PER_DAY), phase], { maxBuffer: 16 << 20 })).stdout);
+    // the history first (the slow part), its footprint; then the last 24 hours, just before
+    // the worker starts, so that the working set is the same at every size when measured
+    await fill("history");
+    const filled = await fill("recent");
+    const fillSeconds = (Date.now() - t0) / 1000;
+    console.error(`[growth] ${size} deliveries: filled in ${fillSeconds.toFixed(0)} s`);
+    let closed = false;
+    const w = await startWorker({
+      persistDir: dir,
+      scriptPath: path.join(ROOT, "bench/metered-ours.mjs"),
+      vars: { BENCH_METER: "1", STATEMENTS: statements },
+      collectLogs: false,
+    });
+    try {
+      // the isolate warm (the wasm compiled), and a first alert run that opens what the
+      // working set calls for: the rounds measure the steady state
+      await getJson(w.url, "/admin/api/metrics");
+      await w.scheduled();
+      const metrics = await measure(w, "request_200", () => getJson(w.url, "/admin/api/metrics"), ROUNDS);
+      const prometheus = await measure(w, "request_200", () => getJson(w.url, "/admin/api/metrics?format=prometheus"), ROUNDS);
+      const alertRun = await measure(w, "scheduled", () => w.scheduled(), ROUNDS);
+      const history = await measure(w, "request_200", () => getJson(w.url, "/admin/api/metrics/history?hours=24"), Math.min(3, ROUNDS));
+      // one D1 round trip of nothing (SELECT 1 through the same binding): what a D1 call
+      // costs here whatever it reads
+      const pings = [];
+      for (let i = 0; i < ROUNDS + 2; i++) pings.push((await getJson(w.url, "/__bench/ping")).ms);
+      const ping = { wall_ms_median: Math.round(median(pings.slice(2)) * 10) / 10, wall_ms: pings.slice(2).map((x) => Math.round(x * 10) / 10) };
+      const snapshot = JSON.parse((await getJson(w.url, "/admin/api/metrics")).text);
+      await w.close();
+      closed = true;
+      const fp = await footprint(file);
+      return {
+        deliveries: size,
+        filled,
+        fill_seconds: fillSeconds,
+        d1_bytes: fp.bytes,
+        bytes_per_delivery: Math.round(fp.bytes / size),
+        webhook_delivery_bytes_per_delivery: Math.round(
+          Object.entries(fp.by_object)
+            .filter(([name]) => name === "webhook_delivery" || name.startsWith("webhook_delivery_") || name === "sqlite_autoindex_webhook_delivery_1")
+            .reduce((a, [, b]) => a + b, 0) / size,
+        ),
+        by_object_bytes: fp.by_object,
+        metrics,
+        metrics_prometheus: prometheus,
+        alert_run: alertRun,
+        history_24h: history,
+        d1_round_trip: { wall_ms_median: ping.wall_ms_median, wall_ms: ping.wall_ms },
+        metrics_answer: { deliveries: snapshot.deliveries, effects: snapshot.effects, alerts_open: snapshot.alerts_open },
+      };
+    } finally {
+      if (!closed) await w.close();
+    }
+  } finally {
+    if (KEEP) console.error(`[growth] kept ${dir}`);
+    else await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const statements = await statementsJson();
+const results = {
+  started_at: new Date().toISOString(),
+  machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version, load_average_at_start: os.loadavg() },
+  per_day: PER_DAY,
+  rounds: ROUNDS,
+  targets: { same_rows_read_at_every_size: true, wall_ms_under: 100 },
+  sizes: [],
+  // Filled by the archive (CONTRACT §10) once it lands: D1 bytes per delivery before and after
+  // an archiving run over these fills, and the bytes per delivery in R2.
+  archive: { bytes_per_delivery_d1_before: null, bytes_per_delivery_d1_after: null, bytes_per_delivery_r2: null, note: "to be measured by the archive's benchmark" },
+};
+for (const size of SIZES) results.sizes.push(await one(size, statements));
+
+const line = (r, k) => `${String(r[k].rows_read).padStart(6)} rows read, ${String(r[k].rows_written).padStart(4)} written, ${String(r[k].wall_ms_median).padStart(6)} ms (D1 ${r[k].sql_ms_median} ms)`;
+console.log(`\ngrowth: ${PER_DAY} deliveries a day; medians of ${ROUNDS} rounds`);
+for (const r of results.sizes) {
+  console.log(`\n${r.deliveries.toLocaleString("en")} deliveries (${r.filled.days_of_history} days), ${(r.d1_bytes / 1e6).toFixed(1)} MB in D1, ${r.bytes_per_delivery} bytes per delivery (${r.webhook_delivery_bytes_per_delivery} in webhook_delivery and its indexes; bodies ${Math.round(r.filled.body_bytes_avg)} B)`);
+  console.log(`  GET /admin/api/metrics        ${line(r, "metrics")}`);
+  console.log(`  GET /admin/api/metrics (prom) ${line(r, "metrics_prometheus")}`);
+  console.log(`  one alert run (the cron)      ${line(r, "alert_run")}`);
+  console.log(`  GET /metrics/history?hours=24 ${line(r, "history_24h")}`);
+  console.log(`  (one D1 round trip of SELECT 1: ${r.d1_round_trip.wall_ms_median} ms)`);
+}
+if (results.sizes.length >= 2) {
+  const [a, b] = [results.sizes[0], results.sizes.at(-1)];
+  for (const k of ["metrics", "metrics_prometheus", "alert_run"]) {
+    results[`${k}_same_rows_read`] = a[k].rows_read === b[k].rows_read;
+    console.log(`${k}: rows read ${a[k].rows_read} → ${b[k].rows_read} (${a[k].rows_read === b[k].rows_read ? "the same" : "NOT the same"})`);
+  }
+}
+await mkdir(path.join(ROOT, "bench/results"), { recursive: true });
+await writeFile(path.join(ROOT, "bench/results/growth.json"), JSON.stringify(results, null, 2) + "\n");
+console.log("\nwritten: bench/results/growth.json");
