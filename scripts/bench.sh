@@ -11,7 +11,6 @@ bash scripts/build.sh
 only="$(printf '%s\n' "$@" | sed -n 's/^--only=//p' | tail -n 1)"
 if [ "$only" = "growth" ]; then
   say "the growth benchmark: health checks at 10,000 and 1,000,000 deliveries"
-  cargo run -q -p paymos-core --example statements_json -- bench/statements.json
   exec node bench/growth.mjs
 fi
 # the glue floor (crates/glue-floor), built as the worker is, with the same local tools

@@ -75,6 +75,11 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
     let kept = sql::kept_alerts(&db).await?;
     let webhook = config::alert_webhook(env);
     let now = now_seconds();
+    let minute = iso_minute(now);
+    // the writes that send nothing (an update not due, a resolution) and this run's sample go
+    // in one batch at the end: one D1 call, not one each
+    let mut quiet = Vec::new();
+    let mut resolved = Vec::new();
     for kind in AlertKind::ALL.into_iter().filter(|k| k.kept_in_d1()) {
         let o = observed.iter().find(|o| o.kind == kind);
         let k = kept.iter().find(|k| k.kind == kind.as_str());
@@ -104,10 +109,18 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
                 log::line("alert", &id, "opened", Some(kind.as_str()));
                 Some(id)
             }
-            Action::Update { send } => {
+            Action::Update { send: false } => {
+                let (o, k) = (o.expect("observed"), k.expect("kept"));
+                quiet.push(sql::update_alert_statement(
+                    &k.id, &o.summary, o.count, o.mark,
+                ));
+                None
+            }
+            Action::Update { send: true } => {
+                // updated before its send: the message carries the count and summary now
                 let (o, k) = (o.expect("observed"), k.expect("kept"));
                 sql::update_alert(&db, &k.id, &o.summary, o.count, o.mark).await?;
-                send.then(|| k.id.clone())
+                Some(k.id.clone())
             }
             Action::Reopen => {
                 let (o, k) = (o.expect("observed"), k.expect("kept"));
@@ -117,8 +130,8 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
             }
             Action::Resolve => {
                 let k = k.expect("kept");
-                sql::resolve_alert(&db, &k.id).await?;
-                log::line("alert", &k.id, "resolved", Some(kind.as_str()));
+                quiet.push(sql::resolve_alert_statement(&k.id));
+                resolved.push((k.id.as_str(), kind.as_str()));
                 None
             }
         };
@@ -127,7 +140,11 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
         }
     }
     // what this run saw, for the health charts (the backlog and the outbox over time)
-    sql::record_sample(&db, &iso_minute(now), f).await?;
+    quiet.push(sql::sample_statement(&minute, f));
+    sql::run_batch(&db, &quiet).await?;
+    for (id, kind) in resolved {
+        log::line("alert", id, "resolved", Some(kind));
+    }
     Ok(())
 }
 

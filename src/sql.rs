@@ -821,6 +821,40 @@ pub async fn open_alert(
     .await
 }
 
+/// UPDATE_ALERT, for a batch of the alert run's writes.
+pub fn update_alert_statement<'a>(
+    id: &'a str,
+    summary: &'a str,
+    count: i64,
+    mark: Option<i64>,
+) -> Bound<'a> {
+    st::UPDATE_ALERT.bind(vec![
+        Arg::text(id),
+        Arg::text(summary),
+        Arg::Int(count),
+        Arg::opt_int(mark),
+    ])
+}
+
+/// RESOLVE_ALERT, for a batch of the alert run's writes.
+pub fn resolve_alert_statement(id: &str) -> Bound<'_> {
+    st::RESOLVE_ALERT.bind(vec![Arg::text(id)])
+}
+
+/// RECORD_SAMPLE, for a batch of the alert run's writes.
+pub fn sample_statement<'a>(at: &'a str, f: &MetricsFacts) -> Bound<'a> {
+    st::RECORD_SAMPLE.bind(vec![
+        Arg::text(at),
+        Arg::Int(f.unprocessed),
+        Arg::opt_int(f.oldest_unprocessed_seconds),
+        Arg::Int(f.dead),
+        Arg::Int(f.effects_pending),
+        Arg::Int(f.effects_delivered),
+        Arg::Int(f.effects_dead),
+        Arg::opt_int(f.oldest_pending_effect_seconds),
+    ])
+}
+
 pub async fn update_alert(
     db: &D1Database,
     id: &str,
@@ -878,24 +912,6 @@ pub async fn record_past_alert(db: &D1Database, a: &AlertRow) -> DbResult<()> {
     .await
 }
 
-/// One sample of what the alert run saw, at its minute (the health charts).
-pub async fn record_sample(db: &D1Database, at: &str, f: &MetricsFacts) -> DbResult<()> {
-    run(
-        db,
-        st::RECORD_SAMPLE.bind(vec![
-            Arg::text(at),
-            Arg::Int(f.unprocessed),
-            Arg::opt_int(f.oldest_unprocessed_seconds),
-            Arg::Int(f.dead),
-            Arg::Int(f.effects_pending),
-            Arg::Int(f.effects_delivered),
-            Arg::Int(f.effects_dead),
-            Arg::opt_int(f.oldest_pending_effect_seconds),
-        ]),
-    )
-    .await
-}
-
 pub async fn prune_samples(db: &D1Database, before_minute: &str) -> DbResult<()> {
     run(db, st::PRUNE_SAMPLES.bind(vec![Arg::text(before_minute)])).await
 }
@@ -925,10 +941,6 @@ pub async fn history(
         samples: rows_of(&results, 2)?,
     };
     Ok((rows, facts))
-}
-
-pub async fn resolve_alert(db: &D1Database, id: &str) -> DbResult<()> {
-    run(db, st::RESOLVE_ALERT.bind(vec![Arg::text(id)])).await
 }
 
 pub async fn alert_sent(db: &D1Database, id: &str) -> DbResult<()> {
