@@ -287,7 +287,9 @@ function plan(env, eventId, row) {
     // 128 bits from the platform's CSPRNG, drawn only when the plan may fulfil
     license_code: p.effect?.kind === "fulfilment" ? licenseCode(random(16), env.STATEMENTS.license_code) : null,
   };
-  const key = [values.order_ref, values.amount, values.currency].map((v) => (v === null ? 0 : 1)).join("");
+  // pull mode (no order system to push to) has its own batches: no release, as ours
+  const pull = String(env.ORDER_SYSTEM_URL ?? "").trim() === "" ? "p" : "";
+  const key = pull + [values.order_ref, values.amount, values.currency].map((v) => (v === null ? 0 : 1)).join("");
   return { steps: p.batches[key], values };
 }
 

@@ -58,9 +58,13 @@ fn main() {
         let (kind, to) = target_state(event_type).expect("a known event type has a target");
         let p = plan(kind, to).expect("a known event type's target is a state of its kind");
         // The batch depends on which of order_ref, amount, currency the event carries: one
-        // variant per combination, keyed by three 0/1 digits in that order.
+        // variant per combination, keyed by three 0/1 digits in that order, and on pull mode
+        // (no ORDER_SYSTEM_URL: no release), keyed with a leading `p`.
         let mut batches = Map::new();
-        for bits in 0..8u8 {
+        for (pull, bits) in [false, true]
+            .into_iter()
+            .flat_map(|pull| (0..8u8).map(move |bits| (pull, bits)))
+        {
             let has = |i: u8| bits & (4 >> i) != 0;
             let request = TransitionRequest {
                 plan: &p,
@@ -73,7 +77,7 @@ fn main() {
                 token: slot("token"),
                 license_code: Some(slot("license_code")),
                 delivery: Some(slot("event_id")),
-                pull: false,
+                pull,
                 actor: None,
             };
             let batch: Vec<Value> = transition_batch(&request)
@@ -86,7 +90,8 @@ fn main() {
                 })
                 .collect();
             let key = format!(
-                "{}{}{}",
+                "{}{}{}{}",
+                if pull { "p" } else { "" },
                 u8::from(has(0)),
                 u8::from(has(1)),
                 u8::from(has(2))

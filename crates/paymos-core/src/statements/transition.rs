@@ -250,10 +250,12 @@ statement!(
 statement!(
     READ_BACK,
     ["id", "token", "event_id"],
-    "SELECT (SELECT status FROM resource WHERE id = ?1) AS status, \
-            (SELECT order_ref FROM resource WHERE id = ?1) AS order_ref, \
-            EXISTS (SELECT 1 FROM resource WHERE id = ?1 AND transition_token = ?2) AS applied, \
-            (SELECT outcome FROM webhook_delivery WHERE event_id = ?3) AS outcome"
+    // the resource's row found once (one LEFT JOIN, not a subquery per column: two rows read
+    // fewer per transition, by the benchmark's D1 meter); no row: NULL, NULL, 0
+    "SELECT r.status AS status, r.order_ref AS order_ref, \
+            coalesce(r.transition_token = ?2, 0) AS applied, \
+            (SELECT outcome FROM webhook_delivery WHERE event_id = ?3) AS outcome \
+     FROM (SELECT 1) LEFT JOIN resource r ON r.id = ?1"
 );
 
 /// One guarded transition, everything it writes, as data.
@@ -346,7 +348,11 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
         ]));
         batch.push(FILL_EFFECTS.bind(vec![Arg::text(r.resource_id)]));
     }
-    if p.effect.is_some() || r.order_ref.is_some() {
+    // In pull mode nothing is handed to a queue: the feed offers a pending effect whatever its
+    // `enqueued_at`, and CLAIM_EFFECTS takes one never enqueued (NULL) as soon as an order
+    // system is configured. So the release, a row written and five read per transition, is
+    // left out.
+    if (p.effect.is_some() || r.order_ref.is_some()) && !r.pull {
         batch.push(RELEASE_EFFECTS.bind(vec![Arg::text(r.resource_id)]));
     }
     if let Some(event_id) = r.delivery {
