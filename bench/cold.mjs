@@ -1,0 +1,53 @@
+// Cold start: the first requests of a fresh isolate, ours against the JS receiver (or any two
+// builds), over enough fresh isolates to give a median. Each round starts a fresh worker per
+// script (the order reversed every other round), then sends new deliveries one at a time:
+// the first request's latency (as `paymos load` measures it) and workerd's CPU for it, then
+// the first 100's wall time and CPU. The consumers are left out (BENCH_NO_CONSUMERS's way),
+// so the CPU is the receive path's and not a batch consumed meanwhile. No test asserts a time.
+//   node bench/cold.mjs [A.js B.js] [--rounds 7]
+import { commandLine, load, median, startBenchWorker, workerdCpuSeconds } from "./ab.mjs";
+
+const { opt, positional } = commandLine();
+const [a, b] = positional.length >= 2 ? positional : ["bench/js-receiver.js", "build/index.js"];
+const rounds = Number(opt("rounds", "7"));
+const noConsumers = { patch: (o) => (o.queueConsumers = {}) };
+
+async function once(script) {
+  const w = await startBenchWorker(script, {}, noConsumers);
+  try {
+    const url = `${w.url}/webhooks/paymos`;
+    const c0 = await workerdCpuSeconds();
+    const first = await load(url, "new", 1, ["--requests", "1"]);
+    const c1 = await workerdCpuSeconds();
+    const t0 = Date.now();
+    const rest = await load(url, "new", 1, ["--requests", "99"]);
+    const ms = Date.now() - t0;
+    const c2 = await workerdCpuSeconds();
+    if (first.non_2xx || rest.non_2xx) throw new Error(`${script}: non-2xx answers`);
+    return {
+      first_ms: first.latency_ms.p50,
+      first_cpu_ms: (c1 - c0) * 1000,
+      // the first 100: the first request's latency plus the next 99's wall time
+      first100_ms: first.latency_ms.p50 + ms,
+      first100_cpu_ms: (c2 - c0) * 1000,
+    };
+  } finally {
+    await w.close();
+  }
+}
+
+const runs = { [a]: [], [b]: [] };
+for (let r = 0; r < rounds; r++) {
+  for (const s of r % 2 ? [b, a] : [a, b]) runs[s].push(await once(s));
+}
+const keys = ["first_ms", "first_cpu_ms", "first100_ms", "first100_cpu_ms"];
+const med = (s, k) => median(runs[s].map((x) => x[k]));
+const ratios = (k) => runs[b].map((x, i) => x[k] / runs[a][i][k]);
+console.log(`cold start, ${rounds} fresh isolates each (new deliveries at 1 connection, consumers out); medians; ratio ${b} ÷ ${a}, median of the per-round ratios [range]`);
+console.log(`| measure | ${a} | ${b} | ratio |`);
+console.log("|---|---|---|---|");
+for (const k of keys) {
+  const q = ratios(k);
+  console.log(`| ${k} | ${med(a, k).toFixed(1)} | ${med(b, k).toFixed(1)} | ${median(q).toFixed(2)}× [${Math.min(...q).toFixed(2)}–${Math.max(...q).toFixed(2)}] |`);
+}
+console.log(JSON.stringify({ rounds, runs }));
