@@ -11,11 +11,12 @@
 --   webhook_delivery_resource                 PAID_ON_RECORD (reconciliation: an invoice's deliveries)
 --   webhook_delivery_unprocessed_received     CLAIM_UNPROCESSED (the sweeper), METRICS_FACTS (backlog)
 --   webhook_delivery_reason (partial)         METRICS_FACTS (livemode mismatches); no entry without a reason
---   webhook_delivery_dead_open (partial)      the health checks of branch ops; no entry unless dead
+--   webhook_delivery_dead_open (partial)      METRICS_FACTS (the dead not dismissed); no entry unless dead
+--   webhook_delivery_archivable (partial)     ARCHIVE_CANDIDATES, ARCHIVE_BACKLOG; no entry once archived
 --   effect UNIQUE (resource_id, kind)         the once-per-kind rule; INSERT_EFFECT, CANCEL/FILL/RELEASE_EFFECTS
 --   effect_effect_id                          LOAD_EFFECTS_FOR_DISPATCH and the dispatcher's outcomes
 --   effect_dispatch (dispatch, id)            CLAIM_EFFECTS (the effects sweeper), METRICS_FACTS, the feed by state
---   effect_dead_open (partial)                the health checks of branch ops; no entry unless dead
+--   effect_dead_open (partial)                METRICS_FACTS (the dead not dismissed); no entry unless dead
 --   resource_transition_resource              LOAD_HISTORY
 
 -- Read by no statement: PAID_ON_RECORD (resource_id = ? AND event_type = 'invoice.paid') chose
