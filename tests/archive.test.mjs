@@ -1,4 +1,4 @@
-// The archive in R2 (CONTRACT §10, issue #25), against Miniflare's real local R2 bucket and
+// The archive in R2 (CONTRACT §10), against Miniflare's real local R2 bucket and
 // D1: processed bodies past a cutoff leave D1 for gzip NDJSON objects (read back here with
 // node:zlib and node:crypto, not with the Worker's code), only after each object is written
 // and read back; the slim row keeps deduping and answering; a replay reads the body back;

@@ -1,4 +1,4 @@
-// Effects reach the order system (CONTRACT §7, issue #12): the outbox written with the
+// Effects reach the order system (CONTRACT §7): the outbox written with the
 // transition, delivered at least once after the commit, Standard-Webhooks signed (checked
 // here with node:crypto, independently of the Rust signer), with a stable id; retried,
 // dead, redelivered; recovered after a crash; pullable from the feed.

@@ -1,4 +1,4 @@
-// Reconciliation is bounded and honest (CONTRACT §6, issue #10.3): a stuck cursor ends the
+// Reconciliation is bounded and honest (CONTRACT §6): a stuck cursor ends the
 // run truncated, an invoice is never listed twice, the cursor is URL-encoded, daily runs
 // look back 7 days with paid_since, a walk larger than one invocation's budget continues in
 // the next cron invocation, a provider failing part-way still reports what was checked, and

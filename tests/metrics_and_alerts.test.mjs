@@ -1,4 +1,4 @@
-// Operators are told, not surprised (CONTRACT §9, issue #13): metrics in JSON and in the
+// Operators are told, not surprised (CONTRACT §9): metrics in JSON and in the
 // Prometheus text format, refusals counted without a D1 write each, alerts opened, sent
 // (signed, verified here by Python's hmac), not re-sent within 6 hours, acknowledged and
 // resolved, and the bulk replay.

@@ -1,4 +1,4 @@
-// Money-safe in production (issue #10): live/test mode, order_ref never lost, the
+// Money-safe in production: live/test mode, order_ref never lost, the
 // dead-letter/replay races, backoff that follows the queue's own attempt count, a sweeper
 // that keeps up, the signature's `t` text, reason length in characters, production config.
 import { test, before, after } from "node:test";
