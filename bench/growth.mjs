@@ -29,6 +29,9 @@ const SIZES = arg("sizes", "10000,1000000").split(",").map(Number);
 const PER_DAY = Number(arg("per-day", "5000"));
 const ROUNDS = Number(arg("rounds", "5"));
 const KEEP = process.argv.includes("--keep");
+// the archive's cutoffs: RETENTION_DAYS as wrangler.toml sets it (what the daily cron uses)
+const RETENTION_DAYS = Number(arg("retention-days", "30"));
+const NO_ARCHIVE = process.argv.includes("--no-archive");
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? s[Math.floor((s.length - 1) / 2)] : null;
@@ -56,8 +59,12 @@ async function sqliteFile(dir) {
   return found[0];
 }
 
-/** Bytes in D1 by table and index (dbstat), and the file's pages. */
-async function footprint(file) {
+/**
+ * Bytes in D1 by table and index (dbstat), and the file's pages: `bytes` is the used size
+ * ((page_count - freelist_count) × page_size), `file_bytes` the file's (page_count ×
+ * page_size). With `vacuumCopy` (a path), also what VACUUM would leave, measured on a copy.
+ */
+async function footprint(file, vacuumCopy) {
   const script = `
 import json, sqlite3, sys
 c = sqlite3.connect(sys.argv[1])
@@ -67,9 +74,20 @@ free = c.execute("PRAGMA freelist_count").fetchone()[0]
 by = {}
 for name, size in c.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
     by[name] = size
-print(json.dumps({"page_size": page, "bytes": page * (pages - free), "file_pages": pages, "by_object": by}))
+out = {"page_size": page, "bytes": page * (pages - free), "file_pages": pages, "freelist_pages": free, "file_bytes": page * pages, "by_object": by}
+if len(sys.argv) > 2:
+    # what VACUUM would leave: run on a copy (the worker's file is left as it is)
+    import shutil
+    shutil.copyfile(sys.argv[1], sys.argv[2])
+    v = sqlite3.connect(sys.argv[2])
+    v.execute("VACUUM")
+    out["vacuumed_bytes"] = v.execute("PRAGMA page_size").fetchone()[0] * v.execute("PRAGMA page_count").fetchone()[0]
+    v.close()
+    import os
+    os.remove(sys.argv[2])
+print(json.dumps(out))
 `;
-  const { stdout } = await run("python3", ["-c", script, file], { maxBuffer: 16 << 20 });
+  const { stdout } = await run("python3", ["-c", script, file, ...(vacuumCopy ? [vacuumCopy] : [])], { maxBuffer: 16 << 20 });
   return JSON.parse(stdout);
 }
 
@@ -124,6 +142,117 @@ async function measure(w, kind, call, rounds) {
   };
 }
 
+/** POST /admin/api/archive as an operator would: `before`, then each `next_cursor` back until null. */
+async function archiveAll(w, before) {
+  const calls = [];
+  let cursor;
+  const t0 = performance.now();
+  await resetMeter(w.url);
+  for (;;) {
+    if (calls.length >= 10_000) throw new Error(`archive before ${before}: still a cursor after ${calls.length} calls`);
+    const t = performance.now();
+    const res = await fetch(`${w.url}/admin/api/archive`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify(cursor ? { before, cursor } : { before }),
+    });
+    const text = await res.text();
+    const ms = performance.now() - t;
+    if (res.status !== 200) throw new Error(`POST /admin/api/archive: ${res.status} ${text}`);
+    const r = JSON.parse(text);
+    calls.push({ ms: Math.round(ms), archived: r.archived, objects: r.objects, bytes: r.bytes, remaining: r.remaining, state: r.state });
+    if (r.next_cursor == null) break;
+    cursor = r.next_cursor;
+  }
+  const cost = perCall(await meter(w.url), "request_200");
+  const sum = (k) => calls.reduce((a, c) => a + (c[k] ?? 0), 0);
+  return {
+    before,
+    calls: calls.length,
+    seconds: Math.round(performance.now() - t0) / 1000,
+    archived: sum("archived"),
+    objects: sum("objects"),
+    bytes: sum("bytes"),
+    last_state: calls.at(-1).state,
+    remaining: calls.at(-1).remaining,
+    each: calls,
+    // D1's own meta, summed by the meter, per call
+    per_call: cost && { d1_calls: cost.d1_calls, rows_read: cost.rows_read, rows_written: cost.rows_written, sql_ms: Math.round(cost.sql_ms) },
+  };
+}
+
+/** Every object in the local ARCHIVE bucket: count, bytes, and lines (from each object's metadata). */
+async function bucketTotals(w) {
+  const bucket = await w.mf.getR2Bucket("ARCHIVE");
+  let cursor;
+  const out = { objects: 0, bytes: 0, lines: 0 };
+  for (;;) {
+    const page = await bucket.list({ cursor, include: ["customMetadata"] });
+    for (const o of page.objects) {
+      out.objects += 1;
+      out.bytes += o.size;
+      out.lines += Number(o.customMetadata?.lines ?? 0);
+    }
+    if (!page.truncated) break;
+    cursor = page.cursor;
+  }
+  return out;
+}
+
+/**
+ * After the health checks: archive what was received before now − RETENTION_DAYS (what the
+ * daily cron would), then everything received before now, each through the admin API, with
+ * the worker restarted between stages so that the SQLite file is measured closed. D1's size
+ * three ways after each: as D1 reports it (the metrics' `database.bytes`, meta.size_after),
+ * the file's pages, the used pages; and what VACUUM would leave (on a copy, small sizes).
+ */
+async function archiveStages(dir, file, size, statements, reportedBefore, fpBefore) {
+  const now = Date.now();
+  const stages = [
+    { name: `before now - ${RETENTION_DAYS} days (retention)`, before: new Date(now - RETENTION_DAYS * 86_400_000).toISOString() },
+    // a second back: the receiver refuses a time to come, and its clock is this machine's
+    { name: "before now (everything processed)", before: new Date(now - 1000).toISOString() },
+  ];
+  const perDelivery = (b) => (b == null ? null : Math.round(b / size));
+  const out = {
+    d1_before: { reported_bytes: reportedBefore, file_bytes: fpBefore.file_bytes, used_bytes: fpBefore.bytes, vacuumed_bytes: fpBefore.vacuumed_bytes ?? null },
+    stages: [],
+  };
+  out.d1_before.per_delivery = Object.fromEntries(Object.entries(out.d1_before).map(([k, v]) => [k, perDelivery(v)]));
+  for (const stage of stages) {
+    const w = await startWorker({
+      persistDir: dir,
+      scriptPath: path.join(ROOT, "bench/metered-ours.mjs"),
+      vars: { BENCH_METER: "1", STATEMENTS: statements },
+      collectLogs: false,
+    });
+    let result, reported, bucket;
+    try {
+      await getJson(w.url, "/admin/api/metrics");
+      result = await archiveAll(w, stage.before);
+      reported = JSON.parse((await getJson(w.url, "/admin/api/metrics")).text).database?.bytes ?? null;
+      bucket = await bucketTotals(w);
+    } finally {
+      await w.close();
+    }
+    const fp = await footprint(file, size <= 200_000 ? `${file}.vacuum-copy` : undefined);
+    const d1 = { reported_bytes: reported, file_bytes: fp.file_bytes, used_bytes: fp.bytes, freelist_pages: fp.freelist_pages, vacuumed_bytes: fp.vacuumed_bytes ?? null };
+    d1.per_delivery = Object.fromEntries(Object.entries(d1).filter(([k]) => k.endsWith("bytes")).map(([k, v]) => [k, perDelivery(v)]));
+    out.stages.push({
+      name: stage.name,
+      ...result,
+      r2_bytes_per_archived_delivery: result.archived ? Math.round(result.bytes / result.archived) : null,
+      bucket_after: bucket,
+      d1_after: d1,
+      webhook_delivery_bytes_after: Object.entries(fp.by_object)
+        .filter(([name]) => name === "webhook_delivery" || name.startsWith("webhook_delivery_") || name === "sqlite_autoindex_webhook_delivery_1")
+        .reduce((a, [, b]) => a + b, 0),
+    });
+    console.error(`[growth] ${size}: archived ${result.archived} before ${stage.before} in ${result.calls} calls, ${result.seconds} s`);
+  }
+  return out;
+}
+
 async function one(size, statements) {
   const dir = await mkdtemp(path.join(tmpdir(), "paymos-growth-"));
   try {
@@ -162,7 +291,8 @@ async function one(size, statements) {
       const snapshot = JSON.parse((await getJson(w.url, "/admin/api/metrics")).text);
       await w.close();
       closed = true;
-      const fp = await footprint(file);
+      const fp = await footprint(file, !NO_ARCHIVE && size <= 200_000 ? `${file}.vacuum-copy` : undefined);
+      const archive = NO_ARCHIVE ? null : await archiveStages(dir, file, size, statements, snapshot.database?.bytes ?? null, fp);
       return {
         deliveries: size,
         filled,
@@ -181,6 +311,7 @@ async function one(size, statements) {
         history_24h: history,
         d1_round_trip: { wall_ms_median: ping.wall_ms_median, wall_ms: ping.wall_ms },
         metrics_answer: { deliveries: snapshot.deliveries, effects: snapshot.effects, alerts_open: snapshot.alerts_open },
+        archive,
       };
     } finally {
       if (!closed) await w.close();
@@ -199,11 +330,39 @@ const results = {
   rounds: ROUNDS,
   targets: { same_rows_read_at_every_size: true, wall_ms_under: 100 },
   sizes: [],
-  // Filled by the archive (CONTRACT §10) once it lands: D1 bytes per delivery before and after
-  // an archiving run over these fills, and the bytes per delivery in R2.
-  archive: { bytes_per_delivery_d1_before: null, bytes_per_delivery_d1_after: null, bytes_per_delivery_r2: null, note: "to be measured by the archive's benchmark" },
+  // the archive (CONTRACT §10), from the largest size archived: see archiveSummary
+  archive: null,
 };
 for (const size of SIZES) results.sizes.push(await one(size, statements));
+
+/**
+ * `archive`: D1 bytes per delivery before and after archiving (after the retention stage and
+ * after everything), R2 bytes per archived delivery, the calls and their time, at each size.
+ */
+function archiveSummary(r) {
+  const a = r.archive;
+  const [retention, all] = a.stages;
+  const last = all ?? retention;
+  return {
+    deliveries: r.deliveries,
+    days_of_history: r.filled.days_of_history,
+    body_bytes_avg: Math.round(r.filled.body_bytes_avg),
+    bytes_per_delivery_d1_before: a.d1_before.per_delivery,
+    bytes_per_delivery_d1_after_retention: retention.d1_after.per_delivery,
+    bytes_per_delivery_d1_after: last.d1_after.per_delivery,
+    webhook_delivery_bytes_per_delivery_after: Math.round(last.webhook_delivery_bytes_after / r.deliveries),
+    bytes_per_delivery_r2: a.stages.reduce((x, s) => x + s.bytes, 0) / Math.max(1, a.stages.reduce((x, s) => x + s.archived, 0)),
+    r2_listed: last.bucket_after,
+    stages: a.stages.map((s) => ({ name: s.name, before: s.before, archived: s.archived, calls: s.calls, seconds: s.seconds, objects: s.objects, bytes: s.bytes, r2_bytes_per_archived_delivery: s.r2_bytes_per_archived_delivery })),
+  };
+}
+const archived = results.sizes.filter((r) => r.archive);
+if (archived.length) {
+  results.archive = { by_size: archived.map(archiveSummary) };
+  Object.assign(results.archive, results.archive.by_size.at(-1));
+  results.archive.bytes_per_delivery_r2 = Math.round(results.archive.bytes_per_delivery_r2);
+  for (const b of results.archive.by_size) b.bytes_per_delivery_r2 = Math.round(b.bytes_per_delivery_r2);
+}
 
 const line = (r, k) => `${String(r[k].rows_read).padStart(6)} rows read, ${String(r[k].rows_written).padStart(4)} written, ${String(r[k].wall_ms_median).padStart(6)} ms (D1 ${r[k].sql_ms_median} ms)`;
 console.log(`\ngrowth: ${PER_DAY} deliveries a day; medians of ${ROUNDS} rounds`);
@@ -214,6 +373,13 @@ for (const r of results.sizes) {
   console.log(`  one alert run (the cron)      ${line(r, "alert_run")}`);
   console.log(`  GET /metrics/history?hours=24 ${line(r, "history_24h")}`);
   console.log(`  (one D1 round trip of SELECT 1: ${r.d1_round_trip.wall_ms_median} ms)`);
+}
+for (const b of results.archive?.by_size ?? []) {
+  const pd = (x) => `reported ${x.reported_bytes}, file ${x.file_bytes}, used ${x.used_bytes}${x.vacuumed_bytes != null ? `, vacuumed ${x.vacuumed_bytes}` : ""}`;
+  console.log(`\narchive at ${b.deliveries.toLocaleString("en")} deliveries: D1 bytes per delivery before: ${pd(b.bytes_per_delivery_d1_before)}`);
+  for (const [i, s] of b.stages.entries()) console.log(`  ${s.name}: ${s.archived} archived in ${s.calls} calls, ${s.seconds} s, ${s.objects} objects, ${s.bytes} B (${s.r2_bytes_per_archived_delivery} B each in R2)`);
+  console.log(`  after the retention stage: ${pd(b.bytes_per_delivery_d1_after_retention)}`);
+  console.log(`  after: ${pd(b.bytes_per_delivery_d1_after)}; bucket listed: ${JSON.stringify(b.r2_listed)}`);
 }
 if (results.sizes.length >= 2) {
   const [a, b] = [results.sizes[0], results.sizes.at(-1)];
