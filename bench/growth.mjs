@@ -13,8 +13,11 @@
 //   npm run bench -- --only=growth        (scripts/bench.sh: build, then only this)
 //   node bench/growth.mjs [--sizes=10000,1000000] [--per-day=5000] [--rounds=5]
 //
-// Writes bench/results/growth.json. The archive (CONTRACT §10) adds its bytes before and
-// after archiving into the same file: see `archive` there.
+// Then at each size the archive (CONTRACT §10) through POST /admin/api/archive, looping on
+// next_cursor: before now - RETENTION_DAYS, then before now; D1's size before and after
+// (reported, file, used pages), R2's bytes per archived delivery (`archiveStages`).
+//   [--retention-days=30] [--no-archive]
+// Writes bench/results/growth.json (`archive` there: the largest size's figures, by_size).
 import { execFile } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -146,25 +149,46 @@ async function measure(w, kind, call, rounds) {
 async function archiveAll(w, before) {
   const calls = [];
   let cursor;
+  let failed = null;
+  let resets = 0;
   const t0 = performance.now();
   await resetMeter(w.url);
   for (;;) {
     if (calls.length >= 10_000) throw new Error(`archive before ${before}: still a cursor after ${calls.length} calls`);
     const t = performance.now();
-    const res = await fetch(`${w.url}/admin/api/archive`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-      body: JSON.stringify(cursor ? { before, cursor } : { before }),
-    });
-    const text = await res.text();
+    let res, text, error;
+    // a connection reset is retried once with the same cursor (a run resumes from it and
+    // archives nothing twice), as an operator's client would; each reset is counted
+    for (let attempt = 0; attempt < 2 && !res; attempt++) {
+      try {
+        res = await fetch(`${w.url}/admin/api/archive`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+          body: JSON.stringify(cursor ? { before, cursor } : { before }),
+        });
+        text = await res.text();
+      } catch (e) {
+        res = undefined;
+        resets += 1;
+        error = `call ${calls.length + 1} after ${Math.round(performance.now() - t)} ms: ${e.message}${e.cause ? ` (${e.cause.code ?? e.cause.message})` : ""}`;
+      }
+    }
+    if (!res) {
+      // recorded, not hidden: the stage ends here and the results say so
+      failed = error;
+      break;
+    }
     const ms = performance.now() - t;
-    if (res.status !== 200) throw new Error(`POST /admin/api/archive: ${res.status} ${text}`);
+    if (res.status !== 200) {
+      failed = `call ${calls.length + 1}: ${res.status} ${text}`;
+      break;
+    }
     const r = JSON.parse(text);
     calls.push({ ms: Math.round(ms), archived: r.archived, objects: r.objects, bytes: r.bytes, remaining: r.remaining, state: r.state });
     if (r.next_cursor == null) break;
     cursor = r.next_cursor;
   }
-  const cost = perCall(await meter(w.url), "request_200");
+  const cost = failed ? null : perCall(await meter(w.url), "request_200");
   const sum = (k) => calls.reduce((a, c) => a + (c[k] ?? 0), 0);
   return {
     before,
@@ -173,8 +197,10 @@ async function archiveAll(w, before) {
     archived: sum("archived"),
     objects: sum("objects"),
     bytes: sum("bytes"),
-    last_state: calls.at(-1).state,
-    remaining: calls.at(-1).remaining,
+    failed,
+    connection_resets_retried: resets,
+    last_state: calls.at(-1)?.state ?? null,
+    remaining: calls.at(-1)?.remaining ?? null,
     each: calls,
     // D1's own meta, summed by the meter, per call
     per_call: cost && { d1_calls: cost.d1_calls, rows_read: cost.rows_read, rows_written: cost.rows_written, sql_ms: Math.round(cost.sql_ms) },
@@ -248,7 +274,7 @@ async function archiveStages(dir, file, size, statements, reportedBefore, fpBefo
         .filter(([name]) => name === "webhook_delivery" || name.startsWith("webhook_delivery_") || name === "sqlite_autoindex_webhook_delivery_1")
         .reduce((a, [, b]) => a + b, 0),
     });
-    console.error(`[growth] ${size}: archived ${result.archived} before ${stage.before} in ${result.calls} calls, ${result.seconds} s`);
+    console.error(`[growth] ${size}: archived ${result.archived} before ${stage.before} in ${result.calls} calls, ${result.seconds} s${result.failed ? `; FAILED ${result.failed}` : ""} (${result.connection_resets_retried} resets retried)`);
   }
   return out;
 }
@@ -353,7 +379,7 @@ function archiveSummary(r) {
     webhook_delivery_bytes_per_delivery_after: Math.round(last.webhook_delivery_bytes_after / r.deliveries),
     bytes_per_delivery_r2: a.stages.reduce((x, s) => x + s.bytes, 0) / Math.max(1, a.stages.reduce((x, s) => x + s.archived, 0)),
     r2_listed: last.bucket_after,
-    stages: a.stages.map((s) => ({ name: s.name, before: s.before, archived: s.archived, calls: s.calls, seconds: s.seconds, objects: s.objects, bytes: s.bytes, r2_bytes_per_archived_delivery: s.r2_bytes_per_archived_delivery })),
+    stages: a.stages.map((s) => ({ name: s.name, before: s.before, archived: s.archived, calls: s.calls, seconds: s.seconds, failed: s.failed, connection_resets_retried: s.connection_resets_retried, last_state: s.last_state, objects: s.objects, bytes: s.bytes, r2_bytes_per_archived_delivery: s.r2_bytes_per_archived_delivery })),
   };
 }
 const archived = results.sizes.filter((r) => r.archive);
