@@ -46,11 +46,11 @@ fn now_seconds() -> i64 {
 pub async fn evaluate(env: &Env) -> AppResult<()> {
     let db = match sql::database(env) {
         Ok(db) => db,
-        Err(e) => return unavailable(env, &e.0).await,
+        Err(e) => return unavailable(env, &e.to_string()).await,
     };
     let snap = match metrics::snapshot(env, &db).await {
         Ok(s) => s,
-        Err(AppError::Database(e)) => return unavailable(env, &e).await,
+        Err(AppError::Database(e)) => return unavailable(env, &e.to_string()).await,
         Err(e) => return Err(e),
     };
     recovered(&db).await;

@@ -228,8 +228,9 @@ struct Bodies {
     bodies: i64,
 }
 
+/// A failed D1 call as the run records it: the statement and the kind (`DbError`).
 fn db_error(e: &DbError) -> String {
-    e.0.clone()
+    e.to_string()
 }
 
 /// One invocation's share of a run: each step the core asks for, done.
@@ -241,11 +242,8 @@ pub async fn run(env: &Env, bucket: &R2, db: &D1Database, start: Start, budget: 
         step = match step {
             Step::Open(statements) => match sql::run_batch(db, &statements).await {
                 Ok(results) => {
-                    let row = results
-                        .last()
-                        .map(|r| r.results::<RunRow>())
-                        .transpose()
-                        .map(|rows| rows.and_then(|r| r.into_iter().next()));
+                    let last = results.len().saturating_sub(1);
+                    let row = sql::rows_of::<RunRow>(&results, last).map(|r| r.into_iter().next());
                     match row {
                         Ok(row) => {
                             run.opened(row);
@@ -277,13 +275,10 @@ pub async fn run(env: &Env, bucket: &R2, db: &D1Database, start: Start, budget: 
             }
             Step::Remove(statements) => match sql::run_batch(db, &statements).await {
                 Ok(results) => {
-                    let removed = results
-                        .first()
-                        .map(|r| r.results::<Removed>().map(|v| v.len()))
-                        .transpose();
+                    let removed = sql::rows_of::<Removed>(&results, 0).map(|v| v.len());
                     match removed {
                         Ok(n) => {
-                            run.removed(n.unwrap_or(0));
+                            run.removed(n);
                             run.next()
                         }
                         Err(e) => run.db_failed(&e.to_string()),
@@ -366,7 +361,7 @@ pub async fn scheduled(env: &Env, daily: bool, budget: u32) {
     let db = match sql::database(env) {
         Ok(db) => db,
         Err(e) => {
-            log::line("archive", "-", "error", Some(&e.0));
+            log::line("archive", "-", "error", Some(&e.to_string()));
             return;
         }
     };
@@ -407,7 +402,7 @@ pub async fn admin(env: &Env, a: &Archive, record: &Record) -> AppResult<Respons
         Err(e) => Err(e),
     };
     if let Err(e) = written {
-        log::line("audit", "-", "write_failed", Some(&e.0));
+        log::line("audit", "-", "write_failed", Some(&e.to_string()));
     }
     Ok(Response::from_json(&result?.1)?)
 }
@@ -715,11 +710,11 @@ pub async fn reset_for_replay(
         // the tally, the reset and its audit row, after the restore (`audited_replay_batch`)
         statements.extend(st::audited_replay_batch(event_id, record));
         let results = sql::run_batch(db, &statements).await?;
-        let reset = results
-            .get(results.len() - 2)
-            .map(|r| r.results::<Generation>())
-            .transpose()?
-            .and_then(|rows| rows.into_iter().next());
+        // a row that does not read is a 500 here, as it was (not the database's outage)
+        let reset = sql::rows_of::<Generation>(&results, results.len() - 2)
+            .map_err(|e| AppError::Internal(e.to_string()))?
+            .into_iter()
+            .next();
         if let Some(r) = reset {
             log::line("replay", event_id, "restored_from_archive", None);
             return Ok(Some(r.generation));

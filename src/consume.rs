@@ -30,7 +30,7 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
         Ok(db) => db,
         Err(e) => {
             // no database binding: nothing can be processed; the queue retries the batch
-            log::line("consume", "-", "error", Some(&e.0));
+            log::line("consume", "-", "error", Some(&e.to_string()));
             for m in &messages {
                 m.retry_in(config::retry_base_seconds(env).max(1));
             }
@@ -93,14 +93,14 @@ async fn drive(db: &D1Database, batch: &mut Batch) -> Driven {
         match batch.step() {
             Step::Load(b) => match sql::all_rows::<DeliveryRow>(db, b).await {
                 Ok(rows) => batch.loaded(rows, &mut transition::draw),
-                Err(e) => batch.failed(format!("database_unavailable: {}", e.0)),
+                Err(e) => batch.failed(format!("database_unavailable: {e}")),
             },
             Step::Apply(statements) => match sql::run_batch(db, &statements).await {
                 Ok(results) => match sql::json_rows(&results) {
                     Ok(rows) => batch.applied(rows),
-                    Err(e) => batch.failed(format!("internal_error: {}", e.0)),
+                    Err(e) => batch.failed(format!("internal_error: {e}")),
                 },
-                Err(e) => batch.failed(format!("database_unavailable: {}", e.0)),
+                Err(e) => batch.failed(format!("database_unavailable: {e}")),
             },
             Step::Split(messages, why) => return Driven::Split(messages, why),
             Step::RecordFailure(b) => {
@@ -188,7 +188,7 @@ async fn dead_letter_one(
             }
         }
         Err(e) => {
-            log::line("dead_letter", &m.event_id, "error", Some(&e.0));
+            log::line("dead_letter", &m.event_id, "error", Some(&e.to_string()));
             message.retry_in(base.max(1));
         }
     }

@@ -131,7 +131,7 @@ pub async fn flush(env: &Env, after_seconds: u32) {
     let db = match sql::database(env) {
         Ok(db) => db,
         Err(e) => {
-            log::line("counters", "-", "flush_error", Some(&e.0));
+            log::line("counters", "-", "flush_error", Some(&e.to_string()));
             put_back(pending);
             return;
         }
@@ -141,7 +141,7 @@ pub async fn flush(env: &Env, after_seconds: u32) {
         .map(|((bucket, name, label), n)| (bucket.as_str(), *name, label.as_str(), *n))
         .collect();
     if let Err(e) = sql::flush_counts(&db, &rows).await {
-        log::line("counters", "-", "flush_error", Some(&e.0));
+        log::line("counters", "-", "flush_error", Some(&e.to_string()));
         put_back(pending);
     }
 }

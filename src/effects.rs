@@ -76,7 +76,7 @@ pub async fn dispatch_released(env: &Env, released: &[String]) {
     let replies = match replies {
         Ok(replies) => replies,
         Err(e) => {
-            log::line("dispatch", "-", "inline_fallback", Some(&e.0));
+            log::line("dispatch", "-", "inline_fallback", Some(&e.to_string()));
             return send_released(env, now).await;
         }
     };
@@ -203,7 +203,7 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
     let mut batch = dispatch::Batch::new(batch_messages, push(&order_system), settings(env));
     let db = match sql::database(env) {
         Ok(db) => db,
-        Err(e) => return answer(env, &readable, batch.db_failed(&e.0)).await,
+        Err(e) => return answer(env, &readable, batch.db_failed(&e.to_string())).await,
     };
     if queue_name == config::effects_dead_letter_queue(env) {
         dead_letter(env, &db, readable).await;
@@ -211,7 +211,7 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
     }
     let replies = match drive(&db, &mut batch, &order_system).await {
         Ok(replies) => replies,
-        Err(e) => batch.db_failed(&e.0),
+        Err(e) => batch.db_failed(&e.to_string()),
     };
     answer(env, &readable, replies).await
 }
@@ -308,7 +308,12 @@ async fn dead_letter(env: &Env, db: &D1Database, messages: Vec<(Incoming, String
         let row = match sql::all_rows::<DispatchRow>(db, load).await {
             Ok(rows) => rows.into_iter().next(),
             Err(e) => {
-                log::line("dead_letter_effects", &effect_id, "error", Some(&e.0));
+                log::line(
+                    "dead_letter_effects",
+                    &effect_id,
+                    "error",
+                    Some(&e.to_string()),
+                );
                 message.retry_in(60);
                 continue;
             }

@@ -1,5 +1,6 @@
 //! Every failure the Worker can answer with, mapped to a status code in one place.
 
+use crate::sql::DbError;
 use paymos_core::access::AccessError;
 use paymos_core::admin::CommandError;
 use paymos_core::{EnvelopeError, SignatureError};
@@ -32,8 +33,8 @@ pub enum AppError {
     Archive(String),
     /// 503: a feature needs configuration this deployment lacks.
     NotConfigured(&'static str, String),
-    /// 503 so that the sender retries.
-    Database(String),
+    /// 503 so that the sender retries: which statement failed, and how, is logged only.
+    Database(DbError),
     Internal(String),
 }
 
@@ -75,11 +76,14 @@ impl AppError {
         }
     }
 
-    /// What went wrong inside, for the logs only (never sent to the client).
-    pub fn detail(&self) -> Option<&str> {
+    /// What went wrong inside, for the logs only (never sent to the client): a database
+    /// failure names its statement (`DbError`'s Display).
+    pub fn detail(&self) -> Option<String> {
         match self {
-            AppError::Database(d) | AppError::Internal(d) => Some(d),
-            AppError::Access(AccessError::KeysUnavailable(d)) => Some(d),
+            AppError::Database(e) => Some(e.to_string()),
+            AppError::Internal(d) | AppError::Access(AccessError::KeysUnavailable(d)) => {
+                Some(d.clone())
+            }
             _ => None,
         }
     }
@@ -137,9 +141,9 @@ impl From<worker::Error> for AppError {
     }
 }
 
-impl From<crate::sql::DbError> for AppError {
-    fn from(e: crate::sql::DbError) -> Self {
-        AppError::Database(e.0)
+impl From<DbError> for AppError {
+    fn from(e: DbError) -> Self {
+        AppError::Database(e)
     }
 }
 

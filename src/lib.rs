@@ -167,8 +167,12 @@ async fn handle(
     }
 }
 
-/// Admin answers, errors included, carry operator data: never cached.
+/// Admin answers, errors included, carry operator data: never cached. A database failure (a
+/// 503 that names its statement) or an internal one is logged here, its detail never sent.
 fn admin_reply(result: error::AppResult<Response>) -> Result<Response> {
+    if let Err(e @ (AppError::Database(_) | AppError::Internal(_))) = &result {
+        log::line("admin", "-", e.code(), e.detail().as_deref());
+    }
     let mut resp = result.or_else(AppError::into_response)?;
     resp.headers_mut().set("Cache-Control", "no-store")?;
     Ok(resp)

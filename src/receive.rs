@@ -190,7 +190,7 @@ fn store(
             Ok(column) => !column.is_null() && !column.is_undefined(),
             Err(e) => {
                 return finish(
-                    Err(AppError::Database(worker::Error::from(e).to_string())),
+                    Err(AppError::Database(sql::insert_delivery_failed(e))),
                     &head,
                 )
             }
@@ -388,7 +388,7 @@ fn log_line(
     let escaped = |t: &str| serde_json::to_string(t).unwrap_or_else(|_| "null".into());
     if let Err(e) = result {
         if let Some(detail) = e.detail() {
-            let _ = write!(line, r#","detail":{}"#, escaped(detail));
+            let _ = write!(line, r#","detail":{}"#, escaped(&detail));
         } else if let Some(message) = e.message() {
             // a refusal's reply carries only its code: which field is said here
             let _ = write!(line, r#","detail":{}"#, escaped(&message));

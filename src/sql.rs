@@ -11,33 +11,52 @@ use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
 use worker::{js_sys, wasm_bindgen_futures, D1Database, D1PreparedStatement, D1Result, Env};
 
-/// D1 failed (unreachable, overloaded, a constraint): the sender or the queue retries (503).
-#[derive(Debug)]
-pub struct DbError(pub String);
-
-impl From<worker::Error> for DbError {
-    fn from(e: worker::Error) -> Self {
-        match &e {
-            // D1's own message (`D1_ERROR: …`) and its cause, not the wrapper's Debug text
-            worker::Error::D1(d1) => {
-                let message = String::from(AsRef::<js_sys::Error>::as_ref(d1).message());
-                let cause = d1.cause();
-                DbError(if message.contains(&cause) || cause == "unknown error" {
-                    message
-                } else {
-                    format!("{message} ({cause})")
-                })
-            }
-            _ => DbError(e.to_string()),
-        }
-    }
-}
+/// D1 failed (unreachable, overloaded, a constraint), a row did not read, or one was missing:
+/// the sender or the queue retries (503, `src/error.rs`). Names the statement (a batch's
+/// statements) and the kind of failure (`paymos_core::statements::DbError`).
+pub use paymos_core::statements::{DbError, Site};
 
 pub type DbResult<T> = Result<T, DbError>;
 
+/// What a runtime error says: D1's own message and its cause, a row's serde error (workers-rs's Display
+/// of those is only "wasm-bindgen serialization error"), or the error's Display.
+fn message(e: &worker::Error) -> String {
+    match e {
+        // D1's own message (`D1_ERROR: …`) and its cause, not the wrapper's Debug text
+        worker::Error::D1(d1) => {
+            let message = String::from(AsRef::<js_sys::Error>::as_ref(d1).message());
+            let cause = d1.cause();
+            if message.contains(&cause) || cause == "unknown error" {
+                message
+            } else {
+                format!("{message} ({cause})")
+            }
+        }
+        worker::Error::SerdeWasmBindgenError(e) => e.to_string(),
+        worker::Error::SerdeJsonError(e) => e.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// A D1 call at `at` failed; a row that does not read into its type is `DbError::Row`.
+fn failed(at: Site, e: worker::Error) -> DbError {
+    let message = message(&e);
+    match e {
+        worker::Error::SerdeWasmBindgenError(_) | worker::Error::SerdeJsonError(_) => {
+            DbError::Row { at, message }
+        }
+        _ => DbError::Call { at, message },
+    }
+}
+
+/// A rejected promise of a statement at `at` (a call through `inner()`).
+fn rejected(at: Site, e: JsValue) -> DbError {
+    failed(at, worker::Error::from(e))
+}
+
 /// The `DB` binding; a missing binding is the database being unavailable.
 pub fn database(env: &Env) -> DbResult<D1Database> {
-    Ok(env.d1("DB")?)
+    env.d1("DB").map_err(|e| DbError::Binding(message(&e)))
 }
 
 fn js(arg: &Arg<'_>) -> JsValue {
@@ -50,15 +69,23 @@ fn js(arg: &Arg<'_>) -> JsValue {
 
 fn prepare(db: &D1Database, b: &Bound<'_>) -> DbResult<D1PreparedStatement> {
     let args: Vec<JsValue> = b.args.iter().map(js).collect();
-    Ok(db.prepare(b.statement.sql).bind(&args)?)
+    db.prepare(b.statement.sql)
+        .bind(&args)
+        .map_err(|e| failed(Site::of(b), e))
 }
 
 async fn first<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbResult<Option<T>> {
-    Ok(prepare(db, &b)?.first(None).await?)
+    let statement = prepare(db, &b)?;
+    statement
+        .first(None)
+        .await
+        .map_err(|e| failed(Site::of(&b), e))
 }
 
 async fn all<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbResult<Vec<T>> {
-    Ok(prepare(db, &b)?.all().await?.results()?)
+    let statement = prepare(db, &b)?;
+    let result = statement.all().await.map_err(|e| failed(Site::of(&b), e))?;
+    result.results().map_err(|e| failed(Site::of(&b), e))
 }
 
 /// Every row a statement returns, read into the core's row type `T`.
@@ -74,14 +101,20 @@ pub async fn all_with_size<T: DeserializeOwned>(
     b: Bound<'_>,
 ) -> DbResult<(Vec<T>, Option<f64>)> {
     let statement = prepare(db, &b)?;
-    let promise = statement.inner().all().map_err(worker::Error::from)?;
+    let promise = statement
+        .inner()
+        .all()
+        .map_err(|e| rejected(Site::of(&b), e))?;
     let result = wasm_bindgen_futures::JsFuture::from(promise)
         .await
-        .map_err(|e| DbError(e.as_string().unwrap_or_else(|| format!("{e:?}"))))?;
+        .map_err(|e| rejected(Site::of(&b), e))?;
     let get = |v: &JsValue, k: &str| js_sys::Reflect::get(v, &JsValue::from_str(k)).ok();
     let rows = match get(&result, "results") {
         Some(r) if !r.is_undefined() && !r.is_null() => {
-            serde_wasm_bindgen::from_value(r).map_err(|e| DbError(e.to_string()))?
+            serde_wasm_bindgen::from_value(r).map_err(|e| DbError::Row {
+                at: Site::of(&b),
+                message: e.to_string(),
+            })?
         }
         _ => Vec::new(),
     };
@@ -92,25 +125,67 @@ pub async fn all_with_size<T: DeserializeOwned>(
 }
 
 async fn run(db: &D1Database, b: Bound<'_>) -> DbResult<()> {
-    prepare(db, &b)?.run().await?;
+    prepare(db, &b)?
+        .run()
+        .await
+        .map_err(|e| failed(Site::of(&b), e))?;
     Ok(())
 }
 
+/// A batch's results, each with the name of the statement that gave it, so that a row that
+/// does not read names its statement.
+pub struct Results {
+    names: Vec<&'static str>,
+    results: Vec<D1Result>,
+}
+
+impl Results {
+    /// How many statements gave results.
+    pub fn len(&self) -> usize {
+        self.results.len()
+    }
+
+    /// The statement at `i`, as a failure names it.
+    fn site(&self, i: usize) -> Site {
+        Site::in_batch(&self.names, i)
+    }
+
+    /// Every row of the statement at `i` (none past the end).
+    fn rows<T: DeserializeOwned>(&self, i: usize) -> DbResult<Vec<T>> {
+        match self.results.get(i) {
+            Some(r) => r.results::<T>().map_err(|e| failed(self.site(i), e)),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// A row the statement at `i` must have returned: `what` says which, when it did not.
+    fn expect<T: DeserializeOwned>(&self, i: usize, what: &'static str) -> DbResult<T> {
+        first_row(self, i)?.ok_or_else(|| DbError::Missing {
+            at: self.site(i),
+            what,
+        })
+    }
+}
+
 /// One D1 batch: one transaction, all or nothing.
-async fn batch(db: &D1Database, bs: &[Bound<'_>]) -> DbResult<Vec<D1Result>> {
+async fn batch(db: &D1Database, bs: &[Bound<'_>]) -> DbResult<Results> {
     let stmts = bs
         .iter()
         .map(|b| prepare(db, b))
         .collect::<DbResult<Vec<_>>>()?;
-    Ok(db.batch(stmts).await?)
+    let results = db
+        .batch(stmts)
+        .await
+        .map_err(|e| failed(Site::batch(bs), e))?;
+    Ok(Results {
+        names: bs.iter().map(|b| b.statement.name).collect(),
+        results,
+    })
 }
 
 /// The first row of the `i`-th statement of a batch's results, if any.
-fn first_row<T: DeserializeOwned>(results: &[D1Result], i: usize) -> DbResult<Option<T>> {
-    match results.get(i) {
-        Some(r) => Ok(r.results::<T>()?.into_iter().next()),
-        None => Ok(None),
-    }
+fn first_row<T: DeserializeOwned>(results: &Results, i: usize) -> DbResult<Option<T>> {
+    Ok(results.rows::<T>(i)?.into_iter().next())
 }
 
 /// A row the statement returns only when it wrote something (`RETURNING`): its presence is
@@ -139,8 +214,13 @@ pub fn insert_delivery_start(
     Ok(statement
         .inner()
         .first(Some("event_id"))
-        .map_err(worker::Error::from)?
+        .map_err(insert_delivery_failed)?
         .into())
+}
+
+/// The insert's promise rejected (`insert_delivery_start`), or could not be made.
+pub fn insert_delivery_failed(e: JsValue) -> DbError {
+    rejected(Site::statement(&st::INSERT_DELIVERY), e)
 }
 
 pub use paymos_core::rows::DeliveryRow;
@@ -223,15 +303,16 @@ pub async fn reset_for_replay(db: &D1Database, event_id: &str, record: &Record) 
 // ---------------------------------------------------------------- the audit log
 
 /// The outcome an audit statement (`RETURNING outcome`) wrote, the `i`-th of a batch.
-fn audit_outcome(results: &[D1Result], i: usize) -> DbResult<audit::Outcome> {
+fn audit_outcome(results: &Results, i: usize) -> DbResult<audit::Outcome> {
     #[derive(Deserialize)]
     struct Row {
         outcome: String,
     }
-    let row = first_row::<Row>(results, i)?
-        .ok_or_else(|| DbError("the audit row returned no outcome".into()))?;
-    audit::Outcome::parse(&row.outcome)
-        .ok_or_else(|| DbError(format!("unknown audit outcome `{}`", row.outcome)))
+    let row: Row = results.expect(i, "the audit row's outcome")?;
+    audit::Outcome::parse(&row.outcome).ok_or_else(|| DbError::Unexpected {
+        at: results.site(i),
+        what: format!("unknown audit outcome `{}`", row.outcome),
+    })
 }
 
 /// A row whose outcome is known (a dry run, a reconciliation's report), on its own.
@@ -281,12 +362,13 @@ pub struct OnRecord {
 /// dismissed now). The audit's word decides the answer; `on_record` (read after the batch,
 /// only when nothing was dismissed now) gives the first dismissal's time and reason, or the
 /// state that refused it.
-fn dismissal(results: &[D1Result], on_record: Option<OnRecord>) -> DbResult<Dismissal> {
-    let outcome = audit_outcome(results, results.len().saturating_sub(2))?;
+fn dismissal(results: &Results, on_record: Option<OnRecord>) -> DbResult<Dismissal> {
+    let audit_at = results.len().saturating_sub(2);
+    let outcome = audit_outcome(results, audit_at)?;
     Ok(match (outcome, on_record) {
         (audit::Outcome::Dismissed, _) => {
-            let r = first_row::<DismissedRow>(results, results.len().saturating_sub(1))?
-                .ok_or_else(|| DbError("a dismissal recorded without its row".into()))?;
+            let r: DismissedRow =
+                results.expect(results.len().saturating_sub(1), "the dismissed one's row")?;
             Dismissal::Dismissed {
                 at: r.dismissed_at,
                 reason: r.dismiss_reason,
@@ -310,16 +392,16 @@ fn dismissal(results: &[D1Result], on_record: Option<OnRecord>) -> DbResult<Dism
             Dismissal::NotDead(r.state)
         }
         (other, _) => {
-            return Err(DbError(format!(
-                "a dismissal recorded as {}",
-                other.as_str()
-            )))
+            return Err(DbError::Unexpected {
+                at: results.site(audit_at),
+                what: format!("a dismissal recorded as {}", other.as_str()),
+            })
         }
     })
 }
 
 /// Whether a dismissal's write (the batch's last statement) returned its row.
-fn dismissed_now(results: &[D1Result]) -> DbResult<bool> {
+fn dismissed_now(results: &Results) -> DbResult<bool> {
     Ok(first_row::<DismissedRow>(results, results.len().saturating_sub(1))?.is_some())
 }
 
@@ -389,16 +471,13 @@ pub async fn load_history(db: &D1Database, id: &str) -> DbResult<Vec<HistoryRow>
 // ---------------------------------------------------------------- the guarded transition
 
 /// Runs statements as one D1 batch (one transaction, all or nothing).
-pub async fn run_batch(db: &D1Database, statements: &[Bound<'_>]) -> DbResult<Vec<D1Result>> {
+pub async fn run_batch(db: &D1Database, statements: &[Bound<'_>]) -> DbResult<Results> {
     batch(db, statements).await
 }
 
 /// Each statement's rows as JSON objects, for the core to read.
-pub fn json_rows(results: &[D1Result]) -> DbResult<Vec<Vec<serde_json::Value>>> {
-    results
-        .iter()
-        .map(|r| Ok(r.results::<serde_json::Value>()?))
-        .collect()
+pub fn json_rows(results: &Results) -> DbResult<Vec<Vec<serde_json::Value>>> {
+    (0..results.len()).map(|i| results.rows(i)).collect()
 }
 
 // ---------------------------------------------------------------- the outbox
@@ -449,18 +528,18 @@ pub async fn redeliver_effect(
     let audit_at = results.len().saturating_sub(1);
     match audit_outcome(&results, audit_at)? {
         audit::Outcome::Redelivered => {
-            let row = first_row::<Row>(&results, audit_at.saturating_sub(1))?
-                .ok_or_else(|| DbError("a redelivery recorded without its row".into()))?;
+            let row: Row =
+                results.expect(audit_at.saturating_sub(1), "the redelivered effect's row")?;
             Ok(Redelivery::Pending {
                 awaiting_order_ref: row.awaiting_order_ref,
             })
         }
         audit::Outcome::Conflict => Ok(Redelivery::Refused),
         audit::Outcome::NotFound => Ok(Redelivery::Missing),
-        other => Err(DbError(format!(
-            "a redelivery recorded as {}",
-            other.as_str()
-        ))),
+        other => Err(DbError::Unexpected {
+            at: results.site(audit_at),
+            what: format!("a redelivery recorded as {}", other.as_str()),
+        }),
     }
 }
 
@@ -482,28 +561,27 @@ pub enum EffectAck {
 /// one was.
 pub async fn ack_effect(db: &D1Database, effect_id: &str, record: &Record) -> DbResult<EffectAck> {
     let results = batch(db, &st::audited_ack_effect_batch(effect_id, record)).await?;
-    Ok(
-        match audit_outcome(&results, results.len().saturating_sub(2))? {
-            audit::Outcome::Delivered => EffectAck::Delivered,
-            audit::Outcome::Already => EffectAck::Already,
-            audit::Outcome::NotFound => EffectAck::Missing,
-            audit::Outcome::Conflict => {
-                let row: Option<EffectRow> =
-                    first(db, st::LOAD_EFFECT.bind(vec![Arg::text(effect_id)])).await?;
-                match row {
-                    None => EffectAck::Missing,
-                    Some(e) if e.dispatch == "cancelled" => EffectAck::Cancelled,
-                    Some(_) => EffectAck::AwaitingOrderRef,
-                }
+    let audit_at = results.len().saturating_sub(2);
+    Ok(match audit_outcome(&results, audit_at)? {
+        audit::Outcome::Delivered => EffectAck::Delivered,
+        audit::Outcome::Already => EffectAck::Already,
+        audit::Outcome::NotFound => EffectAck::Missing,
+        audit::Outcome::Conflict => {
+            let row: Option<EffectRow> =
+                first(db, st::LOAD_EFFECT.bind(vec![Arg::text(effect_id)])).await?;
+            match row {
+                None => EffectAck::Missing,
+                Some(e) if e.dispatch == "cancelled" => EffectAck::Cancelled,
+                Some(_) => EffectAck::AwaitingOrderRef,
             }
-            other => {
-                return Err(DbError(format!(
-                    "an effect ack recorded as {}",
-                    other.as_str()
-                )))
-            }
-        },
-    )
+        }
+        other => {
+            return Err(DbError::Unexpected {
+                at: results.site(audit_at),
+                what: format!("an effect ack recorded as {}", other.as_str()),
+            })
+        }
+    })
 }
 
 /// A dead effect an operator has handled: out of the dead counts and alerts; its audit row
@@ -591,11 +669,8 @@ pub async fn latest_reconciliation(db: &D1Database) -> DbResult<Option<LatestRun
 }
 
 /// The rows of the `i`-th statement of a batch's results, read into the core's row type.
-pub fn rows_of<T: DeserializeOwned>(results: &[D1Result], i: usize) -> DbResult<Vec<T>> {
-    match results.get(i) {
-        Some(r) => Ok(r.results::<T>()?),
-        None => Ok(Vec::new()),
-    }
+pub fn rows_of<T: DeserializeOwned>(results: &Results, i: usize) -> DbResult<Vec<T>> {
+    results.rows(i)
 }
 
 /// A run's report as far as it got.
@@ -626,8 +701,7 @@ pub async fn reconciliation_report(db: &D1Database, run_id: i64) -> DbResult<Rec
         ],
     )
     .await?;
-    let totals = first_row::<Totals>(&results, 0)?
-        .ok_or_else(|| DbError("reconciliation run vanished".into()))?;
+    let totals: Totals = results.expect(0, "the reconciliation run's totals")?;
     let rows: Vec<Row> = rows_of(&results, 1)?;
     Ok(ReconciliationReport {
         checked: totals.checked,
@@ -663,10 +737,8 @@ pub async fn doubled_effects(db: &D1Database) -> DbResult<Vec<DoubledEffect>> {
 /// found, in one transaction.
 pub async fn check_doubled_effects(db: &D1Database) -> DbResult<Vec<DoubledEffect>> {
     let results = batch(db, &st::check_doubled_batch()).await?;
-    match results.last() {
-        Some(r) => Ok(r.results()?),
-        None => Ok(Vec::new()),
-    }
+    // the last statement's rows (none for an empty batch)
+    results.rows(results.len().saturating_sub(1))
 }
 
 // ---------------------------------------------------------------- operations
@@ -754,10 +826,7 @@ pub async fn metrics(
     )
     .await?;
     let facts = first_row::<MetricsFacts>(&results, 0)?.unwrap_or_default();
-    let counters = match results.get(1) {
-        Some(r) => r.results()?,
-        None => Vec::new(),
-    };
+    let counters = results.rows(1)?;
     Ok((facts, counters))
 }
 

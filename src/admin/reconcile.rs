@@ -34,7 +34,7 @@ pub async fn now(env: &Env, full: bool, record: &Record) -> AppResult<Response> 
         Err(e) => Err(e),
     };
     if let Err(e) = written {
-        crate::log::line("audit", "-", "write_failed", Some(&e.0));
+        crate::log::line("audit", "-", "write_failed", Some(&e.to_string()));
     }
     Ok(Response::from_json(&result?)?)
 }

@@ -233,6 +233,7 @@ macro_rules! outcome_sums {
 mod archive;
 mod audit;
 mod deliveries;
+mod error;
 mod operations;
 mod outbox;
 mod reconciliation;
@@ -242,6 +243,7 @@ mod transition;
 pub use archive::*;
 pub use audit::*;
 pub use deliveries::*;
+pub use error::{DbError, Site};
 pub use operations::*;
 pub use outbox::*;
 pub use reconciliation::*;
