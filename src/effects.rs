@@ -11,7 +11,7 @@ use crate::log;
 use crate::queue::{self, Incoming};
 use crate::sql;
 use futures_util::future::{select, Either};
-use paymos_core::actors::dispatch::{self, Push};
+use paymos_core::actors::dispatch::{self, PostError, Push};
 use paymos_core::actors::sweep::{Chunks, Kind, CHUNK};
 use paymos_core::actors::Answer;
 use paymos_core::rows::{DispatchRow, StartedAttempt};
@@ -110,16 +110,20 @@ fn can_push(env: &Env, stage: &str, pending: Option<usize>) -> bool {
 }
 
 /// One signed POST (Standard Webhooks headers and `Idempotency-Key`, all carrying `id`).
-/// `Ok(())` for a 2xx within the timeout. Shared by effects and alerts.
+/// `Ok(())` for a 2xx within the timeout; otherwise which failure it was (`PostError`).
+/// Shared by effects and alerts.
 pub async fn post_signed(
     endpoint: &SignedEndpoint,
     id: &str,
     body: String,
     timeout_ms: u64,
-) -> Result<(), String> {
+) -> Result<(), PostError> {
     let now = (Date::now().as_millis() / 1000) as i64;
     let headers = Headers::new();
-    let set = |h: &Headers, k: &str, v: &str| h.set(k, v).map_err(|e| e.to_string());
+    let set = |h: &Headers, k: &str, v: &str| {
+        h.set(k, v)
+            .map_err(|e| PostError::Request(format!("header {k}: {e}")))
+    };
     set(&headers, "Content-Type", "application/json")?;
     set(&headers, "Idempotency-Key", id)?;
     for (name, value) in standard_webhooks::headers(&[&endpoint.secret], id, now, body.as_bytes()) {
@@ -129,7 +133,8 @@ pub async fn post_signed(
     init.with_method(Method::Post)
         .with_headers(headers)
         .with_body(Some(body.into()));
-    let request = Request::new_with_init(&endpoint.url, &init).map_err(|e| e.to_string())?;
+    let request = Request::new_with_init(&endpoint.url, &init)
+        .map_err(|e| PostError::Request(e.to_string()))?;
     let controller = AbortController::default();
     let signal = controller.signal();
     let fetch = Fetch::Request(request);
@@ -142,13 +147,13 @@ pub async fn post_signed(
             if (200..300).contains(&status) {
                 Ok(())
             } else {
-                Err(format!("answered {status}"))
+                Err(PostError::Status(status))
             }
         }
-        Either::Left((Err(e), _)) => Err(format!("could not be reached: {e}")),
+        Either::Left((Err(e), _)) => Err(PostError::Unreachable(e.to_string())),
         Either::Right(((), _)) => {
             controller.abort();
-            Err(format!("did not answer within {timeout_ms} ms"))
+            Err(PostError::Timeout { ms: timeout_ms })
         }
     }
 }
@@ -258,10 +263,8 @@ async fn post_all(
     for wave in posts.chunks(SIMULTANEOUS_POSTS) {
         let results = futures_util::future::join_all(wave.iter().map(|(id, body)| async move {
             match endpoint {
-                Some(endpoint) => post_signed(endpoint, id, body.clone(), timeout_ms)
-                    .await
-                    .map_err(|e| format!("the order system {e}")),
-                None => Err("no order system configured".to_string()),
+                Some(endpoint) => post_signed(endpoint, id, body.clone(), timeout_ms).await,
+                None => Err(PostError::NotConfigured),
             }
         }))
         .await;

@@ -116,6 +116,49 @@ pub enum Before {
     NotDue(u32),
 }
 
+/// Why one signed POST failed (the dispatcher's to the order system, the alerts' to their
+/// webhook). Its Display is a phrase after the receiver's name ("the order system answered
+/// 503"); [`PostError::last_error`] is the order system's, as an effect records it. Every kind
+/// is a failed attempt on the ladder; they differ in what reached the order system: nothing
+/// (`Request`, `Unreachable`, `NotConfigured`), an answer (`Status`), or perhaps the request
+/// with its answer lost (`Timeout`: at least once, the same id again).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PostError {
+    /// No answer within the timeout: the request may have been taken.
+    #[error("did not answer within {ms} ms")]
+    Timeout { ms: u64 },
+    /// The connection failed (name resolution, refused, TLS, reset).
+    #[error("could not be reached: {0}")]
+    Unreachable(String),
+    /// An answer, not a 2xx: its status code.
+    #[error("answered {0}")]
+    Status(u16),
+    /// The request could not be built or signed (a header, the URL): nothing was sent.
+    #[error("was not posted to: the request could not be built ({0})")]
+    Request(String),
+    /// No endpoint to post to.
+    #[error("is not configured")]
+    NotConfigured,
+}
+
+impl PostError {
+    /// The text an effect's `last_error` records, and the dispatcher's log line says.
+    pub fn last_error(&self) -> String {
+        format!("the order system {self}")
+    }
+
+    /// The kind, as one word.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PostError::Timeout { .. } => "timeout",
+            PostError::Unreachable(_) => "unreachable",
+            PostError::Status(_) => "status",
+            PostError::Request(_) => "request",
+            PostError::NotConfigured => "not_configured",
+        }
+    }
+}
+
 /// What one POST came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum After {
@@ -123,12 +166,12 @@ pub enum After {
     /// A failed attempt; the queue brings the message back in `delay` seconds.
     Retry {
         delay: u32,
-        error: String,
+        error: PostError,
     },
     /// The ladder is spent and 16 hours have passed since the first attempt: dead, visible,
     /// counted, alerted, redeliverable.
     Dead {
-        error: String,
+        error: PostError,
     },
 }
 
@@ -194,7 +237,7 @@ fn clamp_delay(seconds: i64) -> u32 {
 /// What a POST's `result` means for an effect whose attempt `attempt` started.
 pub fn after(
     attempt: &StartedAttempt,
-    result: &Result<(), String>,
+    result: &Result<(), PostError>,
     settings: &Settings,
     now: i64,
 ) -> After {
@@ -291,7 +334,7 @@ struct Item {
     before: Option<Before>,
     /// Set once the start committed (or, under the mutation, once posted).
     started: Option<StartedAttempt>,
-    result: Option<Result<(), String>>,
+    result: Option<Result<(), PostError>>,
     after: Option<After>,
     /// The index of its outcome statement in the record batch.
     statement: Option<usize>,
@@ -510,7 +553,7 @@ impl Batch {
     }
 
     /// One POST's result.
-    pub fn posted(&mut self, effect_id: &str, result: Result<(), String>) {
+    pub fn posted(&mut self, effect_id: &str, result: Result<(), PostError>) {
         if let Some(item) = self.items.iter_mut().find(|i| i.id == effect_id) {
             item.result = Some(result);
         }
@@ -541,12 +584,13 @@ impl Batch {
                 }
                 (_, Some(After::Retry { delay, error })) => st::RECORD_EFFECT_FAILURE.bind(vec![
                     Arg::text(&item.id),
-                    Arg::text(error),
+                    Arg::Text(Cow::Owned(error.last_error())),
                     modifier(i64::from(*delay)),
                 ]),
-                (_, Some(After::Dead { error })) => {
-                    st::MARK_EFFECT_DEAD.bind(vec![Arg::text(&item.id), Arg::text(error)])
-                }
+                (_, Some(After::Dead { error })) => st::MARK_EFFECT_DEAD.bind(vec![
+                    Arg::text(&item.id),
+                    Arg::Text(Cow::Owned(error.last_error())),
+                ]),
                 (Some(Before::Wait(delay)), None) => {
                     st::DEFER_EFFECT.bind(vec![Arg::text(&item.id), modifier(i64::from(*delay))])
                 }
@@ -633,9 +677,11 @@ impl Batch {
                 (_, Some(After::Retry { delay, error })) => reply(
                     Answer::Retry(*delay),
                     "retry",
-                    Some(format!("{error}; retry in {delay}s")),
+                    Some(format!("{}; retry in {delay}s", error.last_error())),
                 ),
-                (_, Some(After::Dead { error })) => reply(Answer::Ack, "dead", Some(error.clone())),
+                (_, Some(After::Dead { error })) => {
+                    reply(Answer::Ack, "dead", Some(error.last_error()))
+                }
                 (Some(Before::Wait(delay)), _) if item.wrote => reply(
                     Answer::AckAndSendAfter(*delay),
                     "waiting_for_earlier",

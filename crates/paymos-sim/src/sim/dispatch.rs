@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use paymos_core::actors::dispatch::{self, Batch, DeadLetter, Push, Step};
+use paymos_core::actors::dispatch::{self, Batch, DeadLetter, PostError, Push, Step};
 use paymos_core::actors::sweep::{Chunks, Claimed, Kind, Step as SweepStep};
 use paymos_core::actors::Answer;
 use paymos_core::rows::{DispatchRow, StartedAttempt};
@@ -669,7 +669,7 @@ impl Sim<'_> {
     /// The simulated order system takes one POST: 2xx, 5xx (not taken), or taken with the
     /// answer lost (the dispatcher's timeout). Checks (d) and the order of fulfilment and
     /// revocation on what it takes.
-    fn order_system(&mut self, id: &str) -> Result<(), String> {
+    fn order_system(&mut self, id: &str) -> Result<(), PostError> {
         self.fx.stats.posts += 1;
         let l = self.label(id);
         let (resource, kind) = l.split_once(':').unwrap_or(("?", "?"));
@@ -678,7 +678,7 @@ impl Sim<'_> {
         let down = self.fx_chaos() && self.fx.down.is_some_and(|(s, e)| (s..e).contains(&now));
         if down || (self.fx_chaos() && self.fx.rng.chance(self.fx.p_fail)) {
             self.trace(format!("order system: POST {l} → 503"));
-            return Err("the order system answered 503".into());
+            return Err(PostError::Status(503));
         }
         // (d) exactly once per effect id at the business level
         if self
@@ -716,9 +716,9 @@ impl Sim<'_> {
             self.trace(format!(
                 "order system: POST {l} taken, the answer is lost (timeout)"
             ));
-            return Err(format!(
-                "the order system did not answer within {TIMEOUT_MS} ms"
-            ));
+            return Err(PostError::Timeout {
+                ms: TIMEOUT_MS as u64,
+            });
         }
         self.trace(format!("order system: POST {l} → 200"));
         Ok(())

@@ -142,13 +142,13 @@ fn started(rung: i64, first: i64) -> StartedAttempt {
 #[test]
 fn the_ladder_lasts_16_hours_from_the_first_attempt_whatever_the_count() {
     let s = settings();
-    let err = Err("the order system answered 503".to_string());
+    let err = Err(PostError::Status(503));
     assert_eq!(after(&started(1, T0), &Ok(()), &s, T0), After::Delivered);
     assert_eq!(
         after(&started(1, T0), &err, &s, T0),
         After::Retry {
             delay: 10,
-            error: "the order system answered 503".into()
+            error: PostError::Status(503)
         }
     );
     // the count is spent at the 13th attempt; 16 h 18 min in, dead
@@ -162,14 +162,14 @@ fn the_ladder_lasts_16_hours_from_the_first_attempt_whatever_the_count() {
         after(&started(13, T0), &err, &s, T0 + 3600),
         After::Retry {
             delay: 12 * 3600,
-            error: "the order system answered 503".into()
+            error: PostError::Status(503)
         }
     );
     assert_eq!(
         after(&started(14, T0), &err, &s, T0 + 15 * 3600),
         After::Retry {
             delay: 3600,
-            error: "the order system answered 503".into()
+            error: PostError::Status(503)
         }
     );
     // scaled: 16 minutes at 1/60
@@ -262,20 +262,25 @@ fn a_batch_starts_before_it_posts_and_answers_every_message() {
     assert_eq!(posts[0].0, "eff_fulfilment");
     let body: serde_json::Value = serde_json::from_str(&posts[0].1).unwrap();
     assert_eq!(body["license_code"], "LIC");
-    b.posted(
-        "eff_fulfilment",
-        Err("the order system answered 500".into()),
-    );
+    b.posted("eff_fulfilment", Err(PostError::Status(500)));
     let Step::Record(record) = b.next(T0 + 1) else {
         panic!()
     };
     let names: Vec<&str> = record.iter().map(|r| r.statement.name).collect();
     assert_eq!(names, ["RECORD_EFFECT_FAILURE"]);
+    assert_eq!(
+        record[0].args[1],
+        Arg::text("the order system answered 500")
+    );
     assert_eq!(record[0].args[2], Arg::text("+10 seconds"));
     b.recorded(vec![false]);
     let Step::Answer(replies) = b.next(T0 + 1) else {
         panic!()
     };
+    assert_eq!(
+        replies[0].detail.as_deref(),
+        Some("the order system answered 500; retry in 10s")
+    );
     let answers: Vec<(Answer, &str)> = replies.iter().map(|r| (r.answer, r.outcome)).collect();
     assert_eq!(
         answers,
@@ -366,4 +371,61 @@ fn the_mutation_records_the_attempt_after_the_request() {
     let names: Vec<&str> = record.iter().map(|r| r.statement.name).collect();
     assert_eq!(names, ["TALLY_DELIVERED", "MARK_EFFECT_DELIVERED"]);
     assert_eq!(record[0].args[0], Arg::json_list(&["eff_fulfilment"]));
+}
+
+#[test]
+fn each_post_failure_says_what_reached_the_order_system() {
+    let cases = [
+        (
+            PostError::Timeout { ms: 10_000 },
+            "timeout",
+            "the order system did not answer within 10000 ms",
+        ),
+        (
+            PostError::Unreachable("connection refused".into()),
+            "unreachable",
+            "the order system could not be reached: connection refused",
+        ),
+        (
+            PostError::Status(502),
+            "status",
+            "the order system answered 502",
+        ),
+        (
+            PostError::Request("Invalid URL".into()),
+            "request",
+            "the order system was not posted to: the request could not be built (Invalid URL)",
+        ),
+        (
+            PostError::NotConfigured,
+            "not_configured",
+            "the order system is not configured",
+        ),
+    ];
+    for (e, kind, text) in cases {
+        assert_eq!(e.kind(), kind);
+        assert_eq!(e.last_error(), text);
+    }
+    // the alerts' sender words it after its own name
+    assert_eq!(
+        format!("the alert webhook {}", PostError::Status(500)),
+        "the alert webhook answered 500"
+    );
+}
+
+#[test]
+fn a_dead_effect_records_its_last_failure() {
+    let s = settings();
+    let dead = after(
+        &started(13, T0),
+        &Err(PostError::Timeout { ms: 500 }),
+        &s,
+        T0 + 17 * 3600,
+    );
+    assert_eq!(
+        dead,
+        After::Dead {
+            error: PostError::Timeout { ms: 500 }
+        }
+    );
 }
