@@ -13,7 +13,7 @@
 //   npm run bench -- --only=growth        (scripts/bench.sh: build, then only this)
 //   node bench/growth.mjs [--sizes=10000,1000000] [--per-day=5000] [--rounds=5]
 //
-// Then at each size the archive (CONTRACT §10) through POST /admin/api/archive, looping on
+// Then at each size the archive (interface §10) through POST /admin/api/archive, looping on
 // next_cursor: before now - RETENTION_DAYS, then before now; D1's size before and after
 // (reported, file, used pages), R2's bytes per archived delivery (`archiveStages`).
 //   [--retention-days=30] [--no-archive]
@@ -356,7 +356,7 @@ const results = {
   rounds: ROUNDS,
   targets: { same_rows_read_at_every_size: true, wall_ms_under: 100 },
   sizes: [],
-  // the archive (CONTRACT §10), from the largest size archived: see archiveSummary
+  // the archive (interface §10), from the largest size archived: see archiveSummary
   archive: null,
 };
 for (const size of SIZES) results.sizes.push(await one(size, statements));

@@ -50,7 +50,7 @@ def token(n, alphabet=ALPHANUM):
 
 
 def body(event_id, event_type, created, resource_id, livemode, extra):
-    """A Paymos envelope as the provider sends it (CONTRACT §1), 0.6 to 1 KB."""
+    """A Paymos envelope as the provider sends it (interface §1), 0.6 to 1 KB."""
     obj = event_type.split(".")[0]
     data = {
         "id": resource_id,

@@ -1,5 +1,5 @@
 -- Why a processed delivery ended as it did, when the outcome alone does not say it
--- (CONTRACT §8: `livemode_mismatch`; `unknown_event_type`).
+-- (interface §8: `livemode_mismatch`; `unknown_event_type`).
 ALTER TABLE webhook_delivery ADD COLUMN reason TEXT;
 
 -- Bumped by every replay. A queue message carries the generation it was sent for, and the
@@ -7,7 +7,7 @@ ALTER TABLE webhook_delivery ADD COLUMN reason TEXT;
 -- message that arrives after an operator's replay cannot bury the replay.
 ALTER TABLE webhook_delivery ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
 
--- Reconciliation runs (CONTRACT §6). A walk that cannot finish within one Worker
+-- Reconciliation runs (interface §6). A walk that cannot finish within one Worker
 -- invocation's budget keeps its cursor here and is continued by the next cron run.
 CREATE TABLE reconciliation_run (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,

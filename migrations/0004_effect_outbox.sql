@@ -1,4 +1,4 @@
--- The transactional outbox (CONTRACT §7): each effect row is written in the transaction of
+-- The transactional outbox (interface §7): each effect row is written in the transaction of
 -- its transition, with a stable id and a dispatch state, and is delivered to the order
 -- system at least once after that transaction committed.
 ALTER TABLE effect ADD COLUMN effect_id TEXT;           -- eff_…: stable, the same on every attempt

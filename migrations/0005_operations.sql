@@ -1,4 +1,4 @@
--- Operations (CONTRACT §9): what the metrics read, what the alerts keep.
+-- Operations (interface §9): what the metrics read, what the alerts keep.
 
 -- Indexes the metrics' counts read instead of the table.
 CREATE INDEX webhook_delivery_outcome ON webhook_delivery (outcome);
@@ -19,7 +19,7 @@ CREATE TABLE request_count (
     PRIMARY KEY (bucket, name, label)
 );
 
--- One alert per condition while it holds (CONTRACT §9).
+-- One alert per condition while it holds (interface §9).
 CREATE TABLE alert (
     id              TEXT PRIMARY KEY,               -- alt_…
     kind            TEXT NOT NULL CHECK (kind IN ('delivery_dead', 'effect_dead',

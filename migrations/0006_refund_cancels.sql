@@ -1,4 +1,4 @@
--- A refund cancels its invoice's fulfilment while that is not yet delivered (CONTRACT §3,
+-- A refund cancels its invoice's fulfilment while that is not yet delivered (interface §3,
 -- amended): a new dispatch state, `cancelled`, that no dispatcher, sweeper or redelivery
 -- sends again. SQLite cannot change a CHECK in place, so the table is rebuilt with the same
 -- rows, ids and indexes (nothing references `effect`; the AUTOINCREMENT sequence follows

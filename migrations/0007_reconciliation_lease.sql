@@ -1,4 +1,4 @@
--- Reconciliation (CONTRACT §6, amended): one run walks at a time, under a lease kept here
+-- Reconciliation (interface §6, amended): one run walks at a time, under a lease kept here
 -- (an invocation that dies lets it go when it expires); a continuation that finds it held
 -- does nothing.
 CREATE TABLE lease (

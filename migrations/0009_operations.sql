@@ -1,4 +1,4 @@
--- Operations that do not grow with history (CONTRACT §9, §10 "Health checks do not grow with
+-- Operations that do not grow with history (interface §9, §10 "Health checks do not grow with
 -- history"), alerts that an acknowledgement cannot silence for good, dismiss, pull-mode ack.
 --
 -- What each health fact reads, decided per fact (paymos_core::statements::operations,
@@ -14,7 +14,7 @@
 
 -- ---------------------------------------------------------------- alerts
 
--- Rebuilt (SQLite cannot change a CHECK in place) so that `kind` admits the kinds CONTRACT
+-- Rebuilt (SQLite cannot change a CHECK in place) so that `kind` admits the kinds interface
 -- §9 and §10 add: `database_unavailable`, `database_size`, `archive`. The CHECK is kept, not
 -- dropped in favour of the core's enum: the database refuses a kind no one defined, and the
 -- simulator's schema test fails when the core names a kind this list lacks (a new kind then
@@ -22,7 +22,7 @@
 -- New columns: `mark`, the newest instance of the condition as last seen (unix ms of the
 -- newest open dead delivery or effect, of the newest livemode mismatch, the finding count for
 -- reconciliation, NULL for conditions without instances), and `acked_mark`, the mark an
--- acknowledgement covered: a later instance reopens the alert (CONTRACT §9, amended).
+-- acknowledgement covered: a later instance reopens the alert (interface §9, amended).
 CREATE TABLE alert_rebuilt (
     id              TEXT PRIMARY KEY,               -- alt_…
     kind            TEXT NOT NULL CHECK (kind IN ('delivery_dead', 'effect_dead',
@@ -61,7 +61,7 @@ CREATE INDEX alert_recent ON alert (state, last_seen);
 -- ---------------------------------------------------------------- dismiss, dead times
 
 -- A dead delivery or effect an operator has handled: out of the dead counts and their
--- alerts, still on record and replayable (CONTRACT §5). A replay or redelivery clears it.
+-- alerts, still on record and replayable (interface §5). A replay or redelivery clears it.
 ALTER TABLE webhook_delivery ADD COLUMN dismissed_at TEXT;
 ALTER TABLE webhook_delivery ADD COLUMN dismiss_reason TEXT;
 ALTER TABLE effect ADD COLUMN dismissed_at TEXT;

@@ -1,4 +1,4 @@
--- The audit log (CONTRACT §11): every admin write, who made it and how it ended. A row is
+-- The audit log (interface §11): every admin write, who made it and how it ended. A row is
 -- written in the same D1 batch as the change it records (statements/audit.rs), and it is
 -- never changed or deleted by the receiver: the triggers below refuse both, so no later
 -- statement (an archiving run, a retention sweep) can remove what the log says.

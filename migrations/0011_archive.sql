@@ -1,4 +1,4 @@
--- Retention and the archive (CONTRACT §10): the bodies of processed deliveries past
+-- Retention and the archive (interface §10): the bodies of processed deliveries past
 -- RETENTION_DAYS move to gzip NDJSON objects in R2 (`ARCHIVE`); the row stays, slim, for the
 -- dedupe, the listing, the history and reconciliation.
 

@@ -1,4 +1,4 @@
-//! Who an admin request is (CONTRACT §11): the bearer token (`ADMIN_TOKEN`, for scripts), or
+//! Who an admin request is (interface §11): the bearer token (`ADMIN_TOKEN`, for scripts), or
 //! the JWT that Cloudflare Access asserts for an operator or a service token, checked against
 //! the team's keys. The rules are the core's (`paymos_core::access`); this module reads the
 //! request, fetches and caches the keys, and verifies RS256 with WebCrypto.
@@ -254,7 +254,7 @@ async fn verify(jwt: &str, config: &AccessConfig) -> Result<TokenActor, AccessEr
 
 /// A fetch of the certs document gives up after this long.
 const FETCH_TIMEOUT_MS: u64 = 5_000;
-/// At most one fetch for an unknown `kid` per this long (CONTRACT §11: once a minute).
+/// At most one fetch for an unknown `kid` per this long (interface §11: once a minute).
 const REFETCH_INTERVAL_MS: u64 = 60_000;
 /// Keys older than this are fetched again when next used (the old ones kept if that fails).
 const MAX_AGE_MS: u64 = 3_600_000;

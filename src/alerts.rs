@@ -1,4 +1,4 @@
-//! Alerts (CONTRACT §9), evaluated by the 5-minute cron: the conditions come from the same
+//! Alerts (interface §9), evaluated by the 5-minute cron: the conditions come from the same
 //! snapshot as the metrics, the decisions from the core (`paymos_core::alerts`), the alerts
 //! are kept in D1 and sent to `ALERT_WEBHOOK_URL`, signed as effects are, once when they open
 //! and again at most every 6 hours while they stay open, and again when a new instance
@@ -252,7 +252,7 @@ async fn recovered(db: &D1Database) {
     }
 }
 
-/// The webhook body: exactly the contract's fields (CONTRACT §9).
+/// The webhook body: exactly the contract's fields (interface §9).
 fn body(a: &AlertRow) -> String {
     json!({
         "id": a.id,
@@ -286,7 +286,7 @@ async fn send(
 ) -> AppResult<()> {
     let endpoint = match webhook {
         Ok(Some(e)) => e,
-        // no URL: kept and shown on /admin, said here and in the metrics' warnings (CONTRACT
+        // no URL: kept and shown on /admin, said here and in the metrics' warnings (interface
         // §4: never silently); the next run that finds it due says it again
         Ok(None) => {
             log::line(

@@ -1,11 +1,11 @@
-//! The archive in R2 (CONTRACT §10): the driver of the core's archiving run
+//! The archive in R2 (interface §10): the driver of the core's archiving run
 //! (`paymos_core::actors::archive`, where every decision is), the daily cron and its
 //! continuation, `POST /admin/api/archive`, the archive's state for the metrics, and the
 //! restore a replay makes of an archived body.
 //!
 //! gzip: the runtime's `CompressionStream` / `DecompressionStream`, not a Rust codec. They are
 //! native in workerd (and in Miniflare), so the wasm carries only the few bindings below
-//! instead of a deflate implementation (README, "Sizes", measured with `miniz_oxide` too).
+//! instead of a deflate implementation (bench/README.md, "Size", measured with `miniz_oxide` too).
 //!
 //! A replay of an archived delivery reads its body back from its object, checks the object's
 //! SHA-256 against the one recorded at the write, and puts the body back in the row in the
@@ -447,7 +447,7 @@ async fn archive_now(env: &Env, a: &Archive) -> AppResult<(&'static str, serde_j
 
 // ---------------------------------------------------------------- the archive's state
 
-/// What the metrics show of the database and the archive (CONTRACT §10).
+/// What the metrics show of the database and the archive (interface §10).
 #[derive(Debug)]
 pub struct Status {
     /// An `ARCHIVE` binding is set.

@@ -141,7 +141,7 @@ const SIGNATURE_BURST: Numeric<i64> = Numeric {
     outside: Outside::Default,
 };
 
-// CONTRACT §10: at least 7 days in D1 (a shorter value asked for is raised to 7, and said)
+// interface §10: at least 7 days in D1 (a shorter value asked for is raised to 7, and said)
 const RETENTION_DAYS: Numeric<u32> = Numeric {
     name: "RETENTION_DAYS",
     default: 30,
@@ -241,7 +241,7 @@ pub fn admin_token(env: &Env) -> Option<String> {
     string(env, "ADMIN_TOKEN")
 }
 
-/// Which deliveries may change state (CONTRACT §8).
+/// Which deliveries may change state (interface §8).
 pub use paymos_core::actors::consume::Mode;
 
 /// `PAYMOS_MODE`: `live` when unset (the deploy default). Anything else than `live` or
@@ -277,7 +277,7 @@ pub fn dead_letter_queue(env: &Env) -> String {
 }
 
 /// An outbound URL that credentials may be sent to: `https`, or plain `http` to a loopback
-/// host (a development value, CONTRACT §4: a deployed worker cannot reach loopback anyway).
+/// host (a development value, interface §4: a deployed worker cannot reach loopback anyway).
 pub fn credential_url(env: &Env, name: &'static str) -> Result<String, ConfigError> {
     let url = string(env, name).ok_or(ConfigError::new(name, Problem::NotSet))?;
     let trimmed = url.trim();
@@ -288,7 +288,7 @@ pub fn credential_url(env: &Env, name: &'static str) -> Result<String, ConfigErr
     }
 }
 
-/// The order system that effects are delivered to (CONTRACT §7): its URL (https, or loopback
+/// The order system that effects are delivered to (interface §7): its URL (https, or loopback
 /// http in development) and its Standard Webhooks secret. `Ok(None)`: no URL set, effects
 /// stay pending in the feed for the order system to pull. `Err`: set but unusable, said
 /// plainly (log line, metrics) instead of failing silently.
@@ -322,7 +322,7 @@ fn signed_endpoint(
     Ok(Some(SignedEndpoint { url, secret }))
 }
 
-/// The order system must answer within this long (CONTRACT §7: 10 s).
+/// The order system must answer within this long (interface §7: 10 s).
 /// Pull mode: no `ORDER_SYSTEM_URL`, so effects wait in the feed for an order system to pull.
 pub fn pull_mode(env: &Env) -> bool {
     matches!(order_system(env), Ok(None))
@@ -346,7 +346,7 @@ pub fn effects_dead_letter_queue(env: &Env) -> String {
     string(env, "EFFECTS_DEAD_LETTER_QUEUE").unwrap_or_else(|| "paymos-effects-dlq".into())
 }
 
-/// Where alerts are sent (CONTRACT §9), signed as effects are, with `ALERT_WEBHOOK_SECRET`.
+/// Where alerts are sent (interface §9), signed as effects are, with `ALERT_WEBHOOK_SECRET`.
 /// `Ok(None)`: not configured (alerts are kept and shown, not sent).
 pub fn alert_webhook(env: &Env) -> Result<Option<SignedEndpoint>, ConfigError> {
     signed_endpoint(env, "ALERT_WEBHOOK_URL", "ALERT_WEBHOOK_SECRET", "alerts")
@@ -358,7 +358,7 @@ pub fn signature_burst(env: &Env) -> i64 {
 }
 
 /// How long a processed delivery keeps its body in D1 before the daily run archives it
-/// (CONTRACT §10): `RETENTION_DAYS`, default 30, at least 7.
+/// (interface §10): `RETENTION_DAYS`, default 30, at least 7.
 pub fn retention_days(env: &Env) -> u32 {
     number(env, &RETENTION_DAYS)
 }
@@ -374,7 +374,7 @@ pub fn archive_fault(env: &Env) -> Option<String> {
     string(env, "ARCHIVE_FAULT")
 }
 
-/// Configuration that will make something fail or stay silent, said plainly (CONTRACT §4):
+/// Configuration that will make something fail or stay silent, said plainly (interface §4):
 /// shown in `/admin/api/metrics` and on the page.
 pub fn warnings(env: &Env) -> Vec<String> {
     let mut w = setting_warnings(env);

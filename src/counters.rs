@@ -1,6 +1,6 @@
 //! Counters kept in the isolate: refused requests by reason, accepted signatures by secret.
 //!
-//! A refused request must not cost a D1 write (CONTRACT §9: a flood of bad signatures is an
+//! A refused request must not cost a D1 write (interface §9: a flood of bad signatures is an
 //! attack, not load to amplify). Counts are added up here, in memory, per minute, and written
 //! to `request_count` in one small batch whatever the volume: the reply after the first count
 //! since the last write schedules the next write `COUNTERS_FLUSH_SECONDS` later (default 20,

@@ -1,4 +1,4 @@
-//! Effects to the order system (CONTRACT §7): the dispatcher that delivers the outbox at
+//! Effects to the order system (interface §7): the dispatcher that delivers the outbox at
 //! least once, Standard-Webhooks signed, with a stable id, and the sweeper that recovers
 //! effects whose enqueue was lost or whose dispatcher died.
 //!
@@ -92,7 +92,7 @@ pub async fn dispatch_released(env: &Env, released: &[String]) {
 }
 
 /// Whether effects can be pushed to an order system now. No URL is pull mode, and silent; a URL
-/// set but unusable is said, never silent (CONTRACT §4): a `not_configured` line for `stage`,
+/// set but unusable is said, never silent (interface §4): a `not_configured` line for `stage`,
 /// with how many effects that leaves `pending` when there are some to say.
 fn can_push(env: &Env, stage: &str, pending: Option<usize>) -> bool {
     match config::order_system(env) {

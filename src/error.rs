@@ -18,7 +18,7 @@ pub enum AppError {
     NotFound,
     /// 401 on the admin surface.
     Unauthorized,
-    /// 401: a Cloudflare Access token refused, with the core's code (CONTRACT §11); 503 when
+    /// 401: a Cloudflare Access token refused, with the core's code (interface §11); 503 when
     /// the team's keys could not be read (not the token's fault: retry).
     Access(AccessError),
     /// 403: a mutating admin call that looks cross-site.
@@ -29,7 +29,7 @@ pub enum AppError {
     /// 502: the provider's API failed us (reconciliation).
     Upstream(String),
     /// 502: the archive in R2 failed us: a run that could not write or verify an object, a
-    /// body that cannot be read back (CONTRACT §10).
+    /// body that cannot be read back (interface §10).
     Archive(String),
     /// 503: a feature needs configuration this deployment lacks.
     NotConfigured(&'static str, String),
@@ -114,7 +114,7 @@ impl AppError {
         self.reply(message)
     }
 
-    /// A refused delivery's reply, exactly as CONTRACT §1's replies table gives it:
+    /// A refused delivery's reply, exactly as interface §1's replies table gives it:
     /// `{"error":"<code>"}`. What names the field is in the delivery's log line instead.
     pub fn into_delivery_response(self) -> worker::Result<Response> {
         self.reply(None)

@@ -218,7 +218,7 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     // one invocation's budget, shared: reconciliation (a new daily run, or the continuation of
     // an unfinished one) takes half, the sweeper the rest
     let budget = config::invocation_budget(&env);
-    // a numeric setting not used as given is said at every run while it lasts (CONTRACT §4)
+    // a numeric setting not used as given is said at every run while it lasts (interface §4)
     for warning in config::setting_warnings(&env) {
         log::line("config", "-", "invalid_setting", Some(&warning));
     }

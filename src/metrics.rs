@@ -1,4 +1,4 @@
-//! `GET /admin/api/metrics` (CONTRACT §9): facts from D1 (kept counts and indexes over the
+//! `GET /admin/api/metrics` (interface §9): facts from D1 (kept counts and indexes over the
 //! working set, one batch: `METRICS_FACTS` says which fact reads what), the
 //! request counters (flushed ones from D1 plus this isolate's unflushed ones), the last
 //! reconciliation and configuration warnings; JSON, or the Prometheus text format.
@@ -26,7 +26,7 @@ pub struct Snapshot {
     pub verified_total: BTreeMap<String, i64>,
     pub reconciliation: Option<Value>,
     pub warnings: Vec<String>,
-    /// The database's size and the archive's state (CONTRACT §10).
+    /// The database's size and the archive's state (interface §10).
     pub archive: crate::archive::Status,
 }
 
@@ -120,7 +120,7 @@ impl Snapshot {
         };
         json!({
             "deliveries": {
-                // dead: not dismissed (CONTRACT §5, §9); dismissed: dead, handled by an operator
+                // dead: not dismissed (interface §5, §9); dismissed: dead, handled by an operator
                 "by_outcome": { "applied": f.applied, "stale": f.stale, "ignored": f.ignored, "dead": f.dead, "dismissed": f.dismissed },
                 "unprocessed": f.unprocessed,
                 "oldest_unprocessed_seconds": f.oldest_unprocessed_seconds,

@@ -9,7 +9,7 @@ use worker::{js_sys, Env};
 
 /// The producer binding for new deliveries (wrangler.toml `[[queues.producers]]`).
 pub const DELIVERIES: &str = "DELIVERIES";
-/// The producer binding for effects to deliver to the order system (CONTRACT §7).
+/// The producer binding for effects to deliver to the order system (interface §7).
 pub const EFFECTS: &str = "EFFECTS";
 
 /// An effect to deliver: only its id; the effect is in D1.

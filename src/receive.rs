@@ -163,7 +163,7 @@ fn after_body(
 }
 
 /// From this many body bytes on, the MACs are computed by the runtime's WebCrypto
-/// (`webcrypto`). Measured (README, "Benchmarks"), one delivery at a time: a 250 KB one took
+/// (`webcrypto`). Measured (bench/README.md, "Large deliveries"), one delivery at a time: a 250 KB one took
 /// 3.30 ms with the wasm's HMAC and 2.22 with WebCrypto (the JS receiver 2.14), a 64 KB one
 /// 1.83 and 1.65; at 8 KiB the two are level, and below it the wasm's synchronous HMAC is as
 /// fast or faster than a promise and a copy.
@@ -285,7 +285,7 @@ thread_local! {
 
 /// Counts a refusal and writes the delivery's log line.
 fn record(result: Result<&Received, &AppError>, head: &Head) {
-    // refusals are counted in the isolate, never with a D1 write each (CONTRACT §9)
+    // refusals are counted in the isolate, never with a D1 write each (interface §9)
     if let Err(e) = result {
         if matches!(e.status(), 400 | 401 | 413) {
             crate::counters::refused(e.status(), e.code());
@@ -320,7 +320,7 @@ fn accepted<'b>(
     body: &'b [u8],
     verified: signature::VerifiedSignature,
 ) -> AppResult<(paymos_core::Envelope, &'b str)> {
-    // which secret is still in use, for an operator rotating (CONTRACT §9)
+    // which secret is still in use, for an operator rotating (interface §9)
     if let Some(id) = config.secret_ids.get(verified.secret_index) {
         crate::counters::signature_verified(id);
     }

@@ -1,4 +1,4 @@
-//! Reconciliation against the provider API (CONTRACT §6), driven here over D1 and `fetch`;
+//! Reconciliation against the provider API (interface §6), driven here over D1 and `fetch`;
 //! the walk's decisions are the core's (`paymos_core::actors::reconcile::Walk`): one run walks
 //! at a time under a lease in D1, page by page within the invocation's budget, a paid invoice
 //! with no `invoice.paid` on record that was processed `applied` or `stale` is reported

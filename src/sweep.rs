@@ -27,7 +27,7 @@ pub async fn drive(
     drive_recorded(env, db, chunks, to, millis, None).await
 }
 
-/// As [`drive`], with `first` (an admin write's audit row, CONTRACT §11) in the first claim's
+/// As [`drive`], with `first` (an admin write's audit row, interface §11) in the first claim's
 /// batch, or on its own when no claim runs: a bulk replay's row is in the transaction of its
 /// first reset.
 pub async fn drive_recorded(

@@ -38,7 +38,7 @@ pub async fn apply(db: &D1Database, change: Change) -> AppResult<Applied> {
     Prepared::read(&statements, &rows).map_err(|e| AppError::Internal(e.to_string()))
 }
 
-/// An operator's change (CONTRACT §11): as [`apply`], with the operator named in the history
+/// An operator's change (interface §11): as [`apply`], with the operator named in the history
 /// row it may write and its audit row (`record`) in the same batch.
 pub async fn apply_manual(db: &D1Database, change: Change, record: &Record) -> AppResult<Applied> {
     let prepared = prepare(change, None, &mut draw)

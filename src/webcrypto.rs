@@ -1,6 +1,6 @@
 //! HMAC-SHA-256 by the runtime's WebCrypto, for large deliveries: its native SHA-256 is
 //! several times faster than the wasm's over tens of kilobytes, while for a small body the
-//! wasm's synchronous HMAC costs less than a promise and a copy (README, "Benchmarks"). Only
+//! wasm's synchronous HMAC costs less than a promise and a copy (bench/README.md, "The receive path's promise chain"). Only
 //! the MACs come from here: which one matches, in constant time, is still the core's
 //! (`signature::match_macs`). Also RS256 verification, for the Cloudflare Access tokens of the
 //! admin surface (`access.rs`).
@@ -56,7 +56,7 @@ pub fn import_keys(secrets: &[Secret]) -> Option<HmacKeys> {
     let usages = Array::of1(&"sign".into());
     let keys = Array::new();
     for secret in secrets {
-        // the key is the whole secret, `whsec_` included, as its UTF-8 bytes (CONTRACT §1)
+        // the key is the whole secret, `whsec_` included, as its UTF-8 bytes (interface §1)
         let raw = Uint8Array::from(secret.expose().as_bytes());
         let key: JsValue = subtle
             .import_key("raw", &raw, &algorithm, false, &usages)

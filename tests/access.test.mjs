@@ -1,4 +1,4 @@
-// Cloudflare Access in front of /admin (CONTRACT §11), in workerd: the worker fetches the team's
+// Cloudflare Access in front of /admin (interface §11), in workerd: the worker fetches the team's
 // keys from a local JWKS stub (tests/helpers/access.mjs, keys and tokens made with `jose`) and
 // admits what Access would assert, by the Cf-Access-Jwt-Assertion header or the
 // CF_Authorization cookie; every other token is 401 with its own code; the keys are cached per

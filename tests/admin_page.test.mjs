@@ -374,7 +374,7 @@ test("with ADMIN_TOKEN unset (empty) the whole admin surface is off: the page, i
         await res.arrayBuffer();
       }
     }
-    // the page and its files too (CONTRACT §4: unset means the admin surface is off)
+    // the page and its files too (interface §4: unset means the admin surface is off)
     for (const p of ["/admin", "/admin/", "/admin/index.html", "/admin/admin.js", "/admin/admin.css", "/admin/machine.json", "/admin/api"]) {
       for (const method of ["GET", "HEAD"]) {
         const res = await fetch(`${off.url}${p}`, { method, redirect: "manual" });
@@ -449,7 +449,7 @@ test("health: open alerts first with Ack, backlog, dead deliveries and effects, 
   assert.equal(await tile("dead-effects").locator(".tile-value").textContent(), String(metrics.effects.by_dispatch.dead));
   assert.equal(await page.isVisible("#dead-effects"), metrics.effects.by_dispatch.dead > 0);
   assert.match(await page.locator("#health-recon-body").textContent(), /No reconciliation has run yet/);
-  // the database's size against its cap, and the archive (CONTRACT §10)
+  // the database's size against its cap, and the archive (interface §10)
   const storage = await page.locator("#storage-body").textContent();
   assert.match(storage, / of 10\.0 GB \(/, storage);
   assert.match(storage, /older than 30 days/);

@@ -1,4 +1,4 @@
-// The archive in R2 (CONTRACT §10), against Miniflare's real local R2 bucket and
+// The archive in R2 (interface §10), against Miniflare's real local R2 bucket and
 // D1: processed bodies past a cutoff leave D1 for gzip NDJSON objects (read back here with
 // node:zlib and node:crypto, not with the Worker's code), only after each object is written
 // and read back; the slim row keeps deduping and answering; a replay reads the body back;
@@ -323,7 +323,7 @@ test("a failed write deletes nothing: the read-back does not find what was put",
     assert.equal(daily.started_by, "daily");
     assert.equal(daily.state, "failed");
     for (const d of rows) assert.equal((await row(f.db, d.event_id)).body, d.body);
-    // the same cron's alert run raised the archive alert (CONTRACT §10)
+    // the same cron's alert run raised the archive alert (interface §10)
     const alert = (await admin(f.url, "GET", "/alerts")).json.data.find((a) => a.kind === "archive");
     assert.equal(alert?.state, "open", JSON.stringify(alert));
     assert.equal(alert.count, daily.id);

@@ -1,4 +1,4 @@
-// The audit log (CONTRACT §11) in workerd: every admin write appears in GET /admin/api/audit
+// The audit log (interface §11) in workerd: every admin write appears in GET /admin/api/audit
 // with its actor (the bearer token's `token`, an Access user's email, a service token's
 // common_name), its action, target, outcome and the request's fields, never a credential;
 // refusals by the guard (applied:false), 404s and 409s are recorded with their outcome, a 400

@@ -1,4 +1,4 @@
-// The queue consumer and the operators' API, per CONTRACT.md §3 and §5: guarded transitions in
+// The queue consumer and the operators' API, per interface §3 and §5: guarded transitions in
 // one transaction, exactly-once effects, retries, dead-letter queue, sweeper.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";

@@ -1,4 +1,4 @@
-// Effects reach the order system (CONTRACT §7): the outbox written with the
+// Effects reach the order system (interface §7): the outbox written with the
 // transition, delivered at least once after the commit, Standard-Webhooks signed (checked
 // here with node:crypto, independently of the Rust signer), with a stable id; retried,
 // dead, redelivered; recovered after a crash; pullable from the feed.
@@ -188,7 +188,7 @@ test("a refund after a delivered fulfilment: one revocation, after it; the fulfi
     assert.equal(second.body.cause, refund.event_id);
     const fulfilment = (await effectRows(w, inv)).find((e) => e.kind === "fulfilment");
     assert.equal(fulfilment.dispatch, "delivered", "delivered stays delivered: nothing to cancel");
-    // a redelivery would ship goods for money returned (CONTRACT §5)
+    // a redelivery would ship goods for money returned (interface §5)
     const again = await admin(w.url, "POST", `/effects/${fulfilment.effect_id}/redeliver`);
     assert.equal(again.status, 409);
     assert.equal(again.json.error, "cancelled");

@@ -1,4 +1,4 @@
-// Operators are told, not surprised (CONTRACT §9): metrics in JSON and in the
+// Operators are told, not surprised (interface §9): metrics in JSON and in the
 // Prometheus text format, refusals counted without a D1 write each, alerts opened, sent
 // (signed, verified here by Python's hmac), not re-sent within 6 hours, acknowledged and
 // resolved, and the bulk replay.
@@ -284,7 +284,7 @@ test("alerts: each kind opens, is sent once (Python verifies it), is not re-sent
     assert.equal(reminder.key, reminder.id);
     assert.deepEqual(pythonVerifies([reminder]), [true], "the reminder's signature verified by Python's hmac");
 
-    // acknowledged: silent, even after 6 hours, while nothing new comes (CONTRACT §9: sent
+    // acknowledged: silent, even after 6 hours, while nothing new comes (interface §9: sent
     // "until it resolves or an operator acknowledges it"); the acknowledgement covers what the
     // alert counted when it was given (amended): another delivery gone dead reopens it, and it
     // is sent again (the tests below make them dead through the dead-letter queue, for real)
@@ -334,7 +334,7 @@ test("alerts: each kind opens, is sent once (Python verifies it), is not re-sent
   }
 });
 
-test("a URL that cannot carry credentials, or none for alerts, is said in log lines as well as the metrics (CONTRACT §4)", async () => {
+test("a URL that cannot carry credentials, or none for alerts, is said in log lines as well as the metrics (interface §4)", async () => {
   const w = await startWorker({
     vars: { ORDER_SYSTEM_URL: "http://orders.example.com/hook", ORDER_SYSTEM_SECRET: ALERT_SECRET, ALERT_WEBHOOK_URL: "" },
   });

@@ -1,4 +1,4 @@
-// The admin API's OpenAPI 3.1 document (CONTRACT §12), checked by tools no one here wrote,
+// The admin API's OpenAPI 3.1 document (interface §12), checked by tools no one here wrote,
 // against the live API in workerd:
 // - GET /admin/api/openapi.json serves the document kept beside the route table
 //   (crates/paymos-core/src/admin/openapi.json; its native tests hold it to the routes);

@@ -1,4 +1,4 @@
-// POST /webhooks/paymos per CONTRACT.md §1 and §3.1: verify, dedupe on evt_, enqueue, reply.
+// POST /webhooks/paymos per interface §1 and §3.1: verify, dedupe on evt_, enqueue, reply.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startWorker, eventually, SECRET_NEW, SECRET_OLD } from "./helpers/worker.mjs";
@@ -68,7 +68,7 @@ test("rotation: a header with two v1 values verifies with the match in either po
 });
 
 test("the contract's test vector is accepted byte for byte when its timestamp is in tolerance", async () => {
-  // same body as CONTRACT.md; v1 recomputed for a current t with node's HMAC (independent of the Rust signer)
+  // same body as docs/interface.md; v1 recomputed for a current t with node's HMAC (independent of the Rust signer)
   const body =
     '{"event_id":"evt_9Kq2xT4mLp","type":"invoice.paid","created":1764449990,"livemode":false,"data":{"id":"inv_7Hc3pQ","object":"invoice","status":"paid","amount":"49.00","currency":"USDT","order_ref":"order_1042"}}';
   assert.equal(sign(SECRET_NEW, 1764450000, body), "80ba6d2ac4725a807b1570f1407b0c5efde893bb29315d9861967a9c5afe0c86");

@@ -1,4 +1,4 @@
-// Reconciliation (CONTRACT.md §6) against a stub of the provider's invoice API on loopback:
+// Reconciliation (interface §6) against a stub of the provider's invoice API on loopback:
 // paging, a paid invoice with no invoice.paid on record brought to paid through the guard,
 // the daily cron, and the provider failing.
 import { test, before, after } from "node:test";

@@ -1,4 +1,4 @@
-// Reconciliation is bounded and honest (CONTRACT §6): a stuck cursor ends the
+// Reconciliation is bounded and honest (interface §6): a stuck cursor ends the
 // run truncated, an invoice is never listed twice, the cursor is URL-encoded, daily runs
 // look back 7 days with paid_since, a walk larger than one invocation's budget continues in
 // the next cron invocation, a provider failing part-way still reports what was checked, and
@@ -182,7 +182,7 @@ test("a walk larger than one invocation's budget continues in later cron invocat
       perInvocation.push(provider.served - before);
       const latest = (await admin(w.url, "GET", "/reconcile")).json;
       if (invocations === 2 && latest.state === "running") {
-        // truncated so far, not silent (CONTRACT §9): the cron that continued it raised the alert
+        // truncated so far, not silent (interface §9): the cron that continued it raised the alert
         const alert = (await admin(w.url, "GET", "/alerts")).json.data.find((x) => x.kind === "reconciliation");
         assert.equal(alert?.state, "open", JSON.stringify(alert));
         assert.match(alert.summary, /^reconciliation running: \d+ missing.*continued by the cron/);

@@ -1,4 +1,4 @@
-//! `GET /alerts` and `POST /alerts/{alert_id}/ack` (CONTRACT §9).
+//! `GET /alerts` and `POST /alerts/{alert_id}/ack` (interface §9).
 
 use crate::error::{AppError, AppResult};
 use crate::sql;

@@ -1,4 +1,4 @@
-//! `GET /audit` (CONTRACT §11: who did what, newest first) and `GET /openapi.json` (§12).
+//! `GET /audit` (interface §11: who did what, newest first) and `GET /openapi.json` (§12).
 
 use crate::error::AppResult;
 use crate::sql;

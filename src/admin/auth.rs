@@ -12,7 +12,7 @@ pub async fn authorize(req: &Request, env: &Env) -> AppResult<Actor> {
 
 /// The operators' page and its files (public/admin, Workers Static Assets, with the headers of
 /// public/_headers), through the ASSETS binding while the admin surface is on; with neither
-/// `ADMIN_TOKEN` nor Access configured every `/admin` path is 404, the page's too (CONTRACT
+/// `ADMIN_TOKEN` nor Access configured every `/admin` path is 404, the page's too (interface
 /// §4). The page holds no data, so it is served without a credential: signing in (or, behind
 /// Access, asking who is signed in) is the page's own first step.
 pub async fn page(req: Request, env: &Env) -> worker::Result<Response> {

@@ -39,7 +39,7 @@ pub async fn get(env: &Env, event_id: &str) -> AppResult<Response> {
 }
 
 /// A dead delivery an operator has handled (a test event, a case settled by hand): out of
-/// the dead counts and the `delivery_dead` alert, still on record and replayable (CONTRACT
+/// the dead counts and the `delivery_dead` alert, still on record and replayable (interface
 /// §5); a replay ends the dismissal. 409 `not_dead` for one that is not dead; repeating it is
 /// 200 with the first reason (`already: true`). Its audit row is in the dismissal's batch.
 pub async fn dismiss(
@@ -63,7 +63,7 @@ fn delivery_status(d: &DeliveryRow) -> &'static str {
     }
 }
 
-/// A delivery as the API shows it. An archived one (CONTRACT §10) answers as before, with
+/// A delivery as the API shows it. An archived one (interface §10) answers as before, with
 /// `archived: true`, `archived_at`, `archive_key` and `body: null`: its body is in that
 /// object, read back by a replay (or by `docs/recovery.md`'s script), not by a GET, which
 /// stays one D1 read and answers while R2 does not.

@@ -1,4 +1,4 @@
-//! The effects feed (CONTRACT §7), `GET /effects`, `POST /effects/{effect_id}/redeliver`,
+//! The effects feed (interface §7), `GET /effects`, `POST /effects/{effect_id}/redeliver`,
 //! `POST /effects/{effect_id}/ack` (pull mode) and `POST /effects/{effect_id}/dismiss`.
 
 use crate::error::{AppError, AppResult};
@@ -60,7 +60,7 @@ pub async fn redeliver(env: &Env, id: &str, record: &Record) -> AppResult<Respon
     .with_status(202))
 }
 
-/// Pull mode (CONTRACT §5, §7): the order system that pulled a pending effect from the feed
+/// Pull mode (interface §5, §7): the order system that pulled a pending effect from the feed
 /// marks it `delivered`. Repeating it is 200 (`already: true`); a cancelled one (its refund
 /// was recorded) is 409 `cancelled` and never becomes delivered; a fulfilment still awaiting
 /// its order_ref is 409 `awaiting_order_ref` (it is useless to ship without one, and is
@@ -104,7 +104,7 @@ pub async fn ack(env: &Env, id: &str, record: &Record) -> AppResult<Response> {
 }
 
 /// A dead effect an operator has handled: out of the dead counts and the `effect_dead`
-/// alert, still on record and redeliverable (CONTRACT §5). 409 `not_dead` for one that is not
+/// alert, still on record and redeliverable (interface §5). 409 `not_dead` for one that is not
 /// dead; repeating it is 200 with the first reason (`already: true`). Its audit row is in the
 /// dismissal's batch.
 pub async fn dismiss(env: &Env, id: &str, reason: &str, record: &Record) -> AppResult<Response> {

@@ -1,4 +1,4 @@
-//! `GET /metrics`: operational figures (CONTRACT §9), JSON or `?format=prometheus`; and
+//! `GET /metrics`: operational figures (interface §9), JSON or `?format=prometheus`; and
 //! `GET /metrics/history?hours=`: the health charts' hourly series (paymos_core::history).
 
 use crate::error::AppResult;

@@ -35,7 +35,7 @@ pub async fn api(mut req: Request, env: &Env, path: &str) -> AppResult<Response>
         RequestBody::Optional | RequestBody::Required => req.bytes().await.unwrap_or_default(),
     };
     let command = Command::from_resolved(&resolved, &query(&req), &body)?;
-    // a write's audit row (CONTRACT §11): who, what, on what, with the request's fields
+    // a write's audit row (interface §11): who, what, on what, with the request's fields
     let record = Record::of(&command, &actor.name);
     apply(command, env, &actor, record).await
 }

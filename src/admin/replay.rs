@@ -1,4 +1,4 @@
-//! `POST /deliveries/{event_id}/replay` and `POST /deliveries/replay` (bulk, CONTRACT §5).
+//! `POST /deliveries/{event_id}/replay` and `POST /deliveries/replay` (bulk, interface §5).
 
 use crate::config;
 use crate::error::{AppError, AppResult};

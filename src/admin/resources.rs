@@ -1,5 +1,5 @@
 //! `GET /resources/{resource_id}` and the manual transition,
-//! `POST /resources/{resource_id}/transition` (CONTRACT §5).
+//! `POST /resources/{resource_id}/transition` (interface §5).
 
 use crate::error::{AppError, AppResult};
 use crate::sql;
@@ -24,7 +24,7 @@ pub async fn get(env: &Env, id: &str) -> AppResult<Response> {
     Ok(Response::from_json(&v)?)
 }
 
-/// Through the guarded transition, as a delivery's change goes (CONTRACT §3: anything the
+/// Through the guarded transition, as a delivery's change goes (interface §3: anything the
 /// guard refuses is a recorded no-op); what it releases is sent. The operator is named in the
 /// history row, and the audit row is in the transition's batch.
 pub async fn transition(env: &Env, t: &Transition, record: &Record) -> AppResult<Response> {

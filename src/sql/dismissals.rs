@@ -7,7 +7,7 @@ use paymos_core::statements as st;
 use serde::Deserialize;
 use worker::D1Database;
 
-/// What a dismissal came to (CONTRACT §5), as its audit row says.
+/// What a dismissal came to (interface §5), as its audit row says.
 pub enum Dismissal {
     /// Dismissed now, or already: when, and the reason on record.
     Dismissed {

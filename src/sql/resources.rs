@@ -27,7 +27,7 @@ pub struct HistoryRow {
     pub cause_kind: String,
     pub cause: String,
     pub at: String,
-    /// Who made a manual transition (CONTRACT §11); `null` for a delivery's or
+    /// Who made a manual transition (interface §11); `null` for a delivery's or
     /// reconciliation's.
     pub actor: Option<String>,
 }

@@ -1,6 +1,6 @@
 // The worker (build/index.js) with a DB binding that answers nothing: every D1 call rejects
 // as D1 does when it cannot be reached. For the test that the 5-minute cron still sends
-// `database_unavailable` when it cannot read D1 at all (CONTRACT §9). The class is named as
+// `database_unavailable` when it cannot read D1 at all (interface §9). The class is named as
 // the runtime's (workers-rs checks a binding's class name); nothing else is changed.
 import Ours from "../../build/index.js";
 

@@ -61,7 +61,7 @@ export async function admin(url, method, path, body, token = ADMIN_TOKEN) {
   return { status: res.status, json, headers: res.headers };
 }
 
-/** The provider's ladder (CONTRACT.md §2): offsets of the 11 attempts, in seconds. */
+/** The provider's ladder (interface §2): offsets of the 11 attempts, in seconds. */
 export const LADDER_OFFSETS = [0, 60, 180, 420, 900, 1800, 3600, 7200, 14400, 28800, 57600];
 
 /**

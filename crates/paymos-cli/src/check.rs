@@ -763,7 +763,7 @@ fn step6(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
 
 /// Step 7 (with `--orders`): a refund that overtakes its payment (created, refunded, then
 /// paid) leaves the invoice refunded, makes no fulfilment, and the order system is sent
-/// nothing for it (CONTRACT §3, amended).
+/// nothing for it (interface §3, amended).
 fn step7(c: &Checker, _s: &mut State, ev: &mut Ev) -> StepResult {
     let orders = c.o.orders.as_deref().unwrap_or_default();
     let first = build_envelope(&EventSpec {

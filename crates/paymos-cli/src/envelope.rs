@@ -1,4 +1,4 @@
-//! Building contract envelopes (CONTRACT.md §1 "Envelope") and signing them.
+//! Building contract envelopes (interface §1 "Envelope") and signing them.
 //!
 //! The body is serialised once, with the fields in the contract's order, and those exact
 //! bytes are what gets signed and sent on every attempt.

@@ -1,4 +1,4 @@
-//! The provider's retry ladder (CONTRACT.md §2) scaled down for demos and tests:
+//! The provider's retry ladder (interface §2) scaled down for demos and tests:
 //! `--time-scale 3600` turns the 16 h ladder into 16 s.
 
 use std::time::Duration;

@@ -24,7 +24,7 @@ pub use envelope::{build_envelope, Built, EventSpec};
 pub use error::CliError;
 pub use stats::{percentile, LatencySummary};
 
-/// The development secret every example and test uses (CONTRACT.md's test vector).
+/// The development secret every example and test uses (docs/interface.md's test vector).
 pub const DEFAULT_SECRET: &str = "whsec_test_new_6f1d2a9c";
 
 /// Seconds since the Unix epoch.

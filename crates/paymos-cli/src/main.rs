@@ -19,7 +19,7 @@ use paymos_core::Secret;
     version,
     about = "Send, deliver and check Paymos webhooks against a receiver",
     long_about = "Send, deliver and check Paymos webhooks against a receiver.\n\n\
-        Deliveries are built and signed exactly as CONTRACT.md §1 says (X-Webhook-Id, \
+        Deliveries are built and signed exactly as docs/interface.md §1 says (X-Webhook-Id, \
         X-Webhook-Signature: t=…,v1=…), with the same signer the receiver verifies with.\n\n\
         Exit codes: 0 success; 1 the thing under test failed (a non-2xx reply, a delivery \
         that was never acknowledged, a check step that did not pass); 2 the command could not \

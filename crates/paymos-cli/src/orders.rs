@@ -1,4 +1,4 @@
-//! `paymos orders`: a reference order system (CONTRACT.md §7), the receiving end of effects.
+//! `paymos orders`: a reference order system (interface §7), the receiving end of effects.
 //!
 //! - `POST <any path>`: an effect. Verified the Standard Webhooks way (`webhook-id`,
 //!   `webhook-timestamp`, `webhook-signature`; 401 otherwise), copies dropped by
@@ -159,7 +159,7 @@ pub struct OrderSystem {
     seen: HashSet<String>,
     shipped: Vec<Shipped>,
     /// Resources whose refund arrived: a fulfilment for one of them ships nothing, whenever
-    /// it arrives (CONTRACT §3: a revocation may reach the order system before an attempt of
+    /// it arrives (interface §3: a revocation may reach the order system before an attempt of
     /// its fulfilment that was in flight).
     revoked: HashSet<String>,
     /// Revocations of a fulfilment never accepted (answered 2xx, nothing to undo), and
@@ -308,7 +308,7 @@ impl OrderSystem {
         }
         let text = |k: &str| body[k].as_str().map(str::to_string);
         if kind == "fulfilment" && text("order_ref").is_none_or(|s| s.is_empty()) {
-            // CONTRACT §7: a fulfilment is useless without its order_ref and is not sent
+            // interface §7: a fulfilment is useless without its order_ref and is not sent
             // before it is known; one that arrives anyway is refused, visibly.
             self.invalid += 1;
             return refuse(422, "fulfilment_without_order_ref");
@@ -358,7 +358,7 @@ impl OrderSystem {
         Ok((key, body, signed_at))
     }
 
-    /// A refund that reached the order system first (CONTRACT §3): a revocation of a
+    /// A refund that reached the order system first (interface §3): a revocation of a
     /// fulfilment never accepted, and any fulfilment of that resource after it, are answered
     /// 2xx and ship nothing. `None`: ship it.
     fn withheld_for_refund(&mut self, key: &str, kind: &str, resource: &str) -> Option<Action> {

@@ -1,4 +1,4 @@
-//! `paymos sandbox`: a local stand-in for the provider's invoice API (CONTRACT.md §6).
+//! `paymos sandbox`: a local stand-in for the provider's invoice API (interface §6).
 //!
 //! - `GET /v1/invoices?status=paid&limit=&starting_after=&paid_since=` (bearer key) pages
 //!   invoices in id order, strictly after `starting_after`, paid at or after `paid_since`;
@@ -173,7 +173,7 @@ pub fn parse_page_query(query: &str) -> Result<PageQuery, String> {
     Ok(q)
 }
 
-/// Misbehaviour on demand, for testing the receiver's reconciliation walk (CONTRACT.md §6:
+/// Misbehaviour on demand, for testing the receiver's reconciliation walk (interface §6:
 /// a page that does not move the cursor forward, a provider error part-way through).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Faults {

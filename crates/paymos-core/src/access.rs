@@ -1,4 +1,4 @@
-//! Cloudflare Access in front of `/admin` (CONTRACT §11): what the receiver checks in the JWT
+//! Cloudflare Access in front of `/admin` (interface §11): what the receiver checks in the JWT
 //! that Access asserts, as pure functions with `now` as a parameter. The Worker fetches the
 //! team's keys and verifies the RS256 signature with WebCrypto (`src/access.rs`); everything
 //! else is here, in this order:
@@ -23,7 +23,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde_json::Value;
 
-/// Clock skew allowed each way on `exp`, `nbf` and `iat` (CONTRACT §11).
+/// Clock skew allowed each way on `exp`, `nbf` and `iat` (interface §11).
 pub const LEEWAY_SECONDS: i64 = 60;
 
 /// The only algorithm admitted: Access signs with RS256 (RSASSA-PKCS1-v1_5, SHA-256).
@@ -132,7 +132,7 @@ fn shown(v: &str) -> String {
 pub struct AccessConfig {
     pub team_domain: String,
     pub audience: String,
-    /// `http://` on a loopback host: a development value (CONTRACT §4), never deployed.
+    /// `http://` on a loopback host: a development value (interface §4), never deployed.
     pub development: bool,
 }
 
@@ -185,7 +185,7 @@ pub fn setting(team_domain: Option<&str>, audience: Option<&str>) -> AccessSetti
 /// means `https://`; trailing slashes are dropped (`https://acme.cloudflareaccess.com/` is the
 /// same domain); a path, query or fragment is refused (the keys live at the origin's
 /// `/cdn-cgi/access/certs`). It must be `https`, or plain `http` to a loopback host, a
-/// development value where a test serves its own keys (CONTRACT §4, §11): keys fetched over
+/// development value where a test serves its own keys (interface §4, §11): keys fetched over
 /// plain http from anywhere else could be replaced on the way. Returns the origin and whether
 /// it is such a development value.
 pub fn parse_team_domain(raw: &str) -> Result<(String, bool), String> {
@@ -389,7 +389,7 @@ impl Actor {
     }
 }
 
-/// The claims rule (CONTRACT §11), after the signature has been verified. `now` in Unix
+/// The claims rule (interface §11), after the signature has been verified. `now` in Unix
 /// seconds.
 pub fn check_claims(
     claims: &Claims,
@@ -548,7 +548,7 @@ pub fn origin_of(url: &str) -> Option<String> {
     Some(format!("{scheme}://{authority}").to_ascii_lowercase())
 }
 
-/// Whether a write admitted by the Access cookie comes from this origin's own page (CONTRACT
+/// Whether a write admitted by the Access cookie comes from this origin's own page (interface
 /// §11). A browser sends `Sec-Fetch-Site` on every request; when it is present it decides
 /// (`same-origin` only: `same-site` is another origin). Without it (an older browser) the
 /// `Origin` header must equal the request's own origin. Neither: refused.

@@ -1,8 +1,8 @@
-//! Alerts (CONTRACT §9) as pure decisions: which conditions hold, given the facts the
+//! Alerts (interface §9) as pure decisions: which conditions hold, given the facts the
 //! metrics read, and what to do with each alert, given the clock (`now`, unix seconds).
 //! The Worker reads the facts, keeps the alerts in D1 and sends them; nothing here sleeps.
 //!
-//! An acknowledgement covers what the alert counted when it was given (CONTRACT §9,
+//! An acknowledgement covers what the alert counted when it was given (interface §9,
 //! amended): each observation carries a **mark**, its newest instance, and a later one
 //! reopens an acknowledged alert, which is then sent again. The marks, by kind:
 //! - `delivery_dead`, `effect_dead`: when the newest dead delivery or effect not dismissed
@@ -10,7 +10,7 @@
 //!   is later; dismissing one never makes the mark grow.
 //! - `livemode_mismatch`: when the newest mismatched delivery was received (unix ms).
 //! - `reconciliation`: the number of findings. A daily run reports the same missing invoice
-//!   for 7 days (CONTRACT §6): an acknowledgement covers those, and a run that finds more
+//!   for 7 days (interface §6): an acknowledgement covers those, and a run that finds more
 //!   reopens it.
 //! - none for `deliveries_backlog`, `effects_backlog` and `signature_refusals`: a backlog or
 //!   a burst is one condition while it lasts (a burst that stops for the 15-minute window
@@ -31,7 +31,7 @@ pub const DEFAULT_SIGNATURE_BURST: i64 = 20;
 pub const SIGNATURE_WINDOW_SECONDS: i64 = 15 * 60;
 /// Livemode mismatches are looked for over the last day.
 pub const LIVEMODE_WINDOW_SECONDS: i64 = 24 * 3600;
-/// The `database_size` alert opens at this share of `DATABASE_SIZE_LIMIT_BYTES` (CONTRACT §10).
+/// The `database_size` alert opens at this share of `DATABASE_SIZE_LIMIT_BYTES` (interface §10).
 pub const DATABASE_SIZE_ALERT_PERCENT: i64 = 80;
 
 /// One kind per condition.
@@ -121,7 +121,7 @@ pub struct ReconciliationFacts {
     pub error: Option<String>,
 }
 
-/// The database's size and the archive's last run, as alerts care (CONTRACT §10).
+/// The database's size and the archive's last run, as alerts care (interface §10).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StorageFacts {
     /// As D1 reports it; `None` when it did not.
@@ -241,7 +241,7 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
     }
     if let Some(r) = &f.reconciliation {
         // not ok: findings, an unreachable provider, or a truncated run, a run that did not
-        // finish in one invocation included (CONTRACT §6: it reports `truncated`, `ok: false`
+        // finish in one invocation included (interface §6: it reports `truncated`, `ok: false`
         // until the cron's continuations finish it; the alert resolves when a run is ok)
         if !r.ok {
             let count = (r.missing + r.doubled + r.unprocessed).max(1);
@@ -349,7 +349,7 @@ pub fn decide(observed: Option<&Observation>, kept: Option<&Kept>, now: i64) -> 
         (Some(_), None) => Action::Open,
         // acknowledged: silent while nothing new comes (its count and summary still follow
         // the condition on /admin); a newer instance than the acknowledgement covered reopens
-        // it (CONTRACT §9, amended). A later occurrence, after it resolved, opens a new alert.
+        // it (interface §9, amended). A later occurrence, after it resolved, opens a new alert.
         (Some(o), Some(k)) if k.acknowledged => match (o.mark, k.acked_mark) {
             (Some(mark), Some(acked)) if mark > acked => Action::Reopen,
             _ => Action::Update { send: false },
@@ -362,7 +362,7 @@ pub fn decide(observed: Option<&Observation>, kept: Option<&Kept>, now: i64) -> 
     }
 }
 
-/// The `database_unavailable` alert the cron sends when it cannot read D1 (CONTRACT §9):
+/// The `database_unavailable` alert the cron sends when it cannot read D1 (interface §9):
 /// `since` is when this isolate first failed to read D1 in this outage (unix seconds),
 /// `count` how many runs failed so far. Its id is [`database_unavailable_id`].
 pub fn database_unavailable(since: i64, count: i64, error: &str) -> Observation {
@@ -541,7 +541,7 @@ mod tests {
         assert_eq!(decide(None, Some(&acked), NOW), Action::Resolve);
     }
 
-    /// CONTRACT §9 (amended): an acknowledgement covers what was counted when it was given.
+    /// interface §9 (amended): an acknowledgement covers what was counted when it was given.
     #[test]
     fn a_new_instance_reopens_an_acknowledged_alert() {
         let t = 1_764_450_000_000; // the newest dead one went dead then (unix ms)

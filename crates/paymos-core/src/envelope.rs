@@ -1,4 +1,4 @@
-//! The delivery envelope (CONTRACT.md §1 "Envelope"), parsed from the raw body
+//! The delivery envelope (interface §1 "Envelope"), parsed from the raw body
 //! only after the signature has been verified.
 //!
 //! Unknown event types are accepted (they are stored and acknowledged, a refusal

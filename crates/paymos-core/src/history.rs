@@ -74,7 +74,7 @@ pub const DELIVERY_STATUSES: [&str; 6] = [
     "dismissed",
     "unprocessed",
 ];
-/// The refusals' statuses (CONTRACT §9).
+/// The refusals' statuses (interface §9).
 pub const REFUSAL_STATUSES: [&str; 3] = ["401", "400", "413"];
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

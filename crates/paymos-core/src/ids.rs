@@ -1,6 +1,6 @@
 //! Paymos identifiers: `evt_` delivery ids and `inv_`/`wdr_`/`pcd_` resource ids.
 //!
-//! Every id is a prefix followed by 1 to 64 ASCII letters or digits (CONTRACT.md §1);
+//! Every id is a prefix followed by 1 to 64 ASCII letters or digits (interface §1);
 //! anything else is malformed.
 
 use serde::Serialize;
@@ -82,7 +82,7 @@ pub fn resource_kind_of(id: &str) -> Option<ResourceKind> {
 }
 
 /// Whether a provider listing that returned `last` after the cursor `cursor` moved forward
-/// (CONTRACT §6: a page whose last id is not after `starting_after` ends the walk). "After"
+/// (interface §6: a page whose last id is not after `starting_after` ends the walk). "After"
 /// in byte order, or in natural order (runs of digits compared as numbers: `inv_100` after
 /// `inv_99`), so that a listing ordered by an unpadded counter is not mistaken for a stuck
 /// one; a page that repeats its cursor, or lists ids before it in both orders, is stuck.

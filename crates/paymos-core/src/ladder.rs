@@ -1,4 +1,4 @@
-//! The sender's retry ladder (CONTRACT.md §2), used to size the sweeper and to
+//! The sender's retry ladder (interface §2), used to size the sweeper and to
 //! explain delivery timelines; the receiver never retries on the sender's behalf.
 
 /// Offsets from the first attempt, in seconds, of the 11 attempts.
@@ -29,7 +29,7 @@ pub fn consumer_retry_delay(base: u32, failures: i64) -> u32 {
         .min(MAX_CONSUMER_RETRY_DELAY_SECONDS)
 }
 
-/// The dispatcher's ladder for an effect the order system did not take (CONTRACT §7: retried
+/// The dispatcher's ladder for an effect the order system did not take (interface §7: retried
 /// with growing delays for at least 16 hours, then dead): the delay after each failed attempt.
 /// 12 retries, 16 h 18 min 30 s in all; each delay fits a queue's 12-hour delay limit.
 pub const EFFECT_RETRY_DELAYS_SECONDS: [u32; 12] = [

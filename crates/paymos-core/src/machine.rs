@@ -1,4 +1,4 @@
-//! Resource state machines as data (CONTRACT.md §3).
+//! Resource state machines as data (interface §3).
 //!
 //! The guard says from which current states entering a state is allowed; the
 //! caller performs the check and the write in one transaction. Anything the
@@ -84,7 +84,7 @@ impl EffectKind {
     }
 }
 
-/// Every state a resource can be in, across the three kinds (CONTRACT §3). Which states
+/// Every state a resource can be in, across the three kinds (interface §3). Which states
 /// belong to which kind is [`states`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -216,7 +216,7 @@ const INVOICE_PAYABLE_FROM: &[State] = &[Created, Confirming, PartiallyPaid, Exp
 const INVOICE_OPEN: &[State] = &[Created, Confirming, PartiallyPaid];
 /// A refund can only follow a payment: a `refunded` that overtakes its `paid` means the money
 /// has already gone back, so it is entered from every state but itself, and the `paid` that
-/// arrives after it is stale (CONTRACT §3, amended).
+/// arrives after it is stale (interface §3, amended).
 const INVOICE_REFUNDABLE_FROM: &[State] = &[
     Created,
     Confirming,
@@ -351,7 +351,7 @@ pub fn effect_requires(effect: EffectKind) -> Option<EffectKind> {
 
 /// The effect of the resource that entering `to` cancels while it is not yet delivered:
 /// entering `refunded` cancels the invoice's fulfilment, so that it is never sent again
-/// (CONTRACT §3). Cancelling and revoking are independent: a fulfilment attempted but not
+/// (interface §3). Cancelling and revoking are independent: a fulfilment attempted but not
 /// delivered is both cancelled and revoked.
 pub fn effect_cancels(kind: ResourceKind, to: State) -> Option<EffectKind> {
     match (kind, to) {
@@ -512,7 +512,7 @@ mod tests {
     use super::*;
     use ResourceKind::*;
 
-    // Literal grids mirroring CONTRACT.md §3. Rows: current state ("-" = unknown
+    // Literal grids mirroring interface §3. Rows: current state ("-" = unknown
     // resource); columns: the events of that kind, in contract order.
     // `.` stale, `A` apply without effect, `F` fulfilment, `R` revocation,
     // `S` settlement, `C` credit.

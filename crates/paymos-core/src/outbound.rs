@@ -1,6 +1,6 @@
 //! Where the receiver may send credentials (the provider API key, signed effects, alerts).
 //!
-//! CONTRACT §4: a deployed worker sends them only over `https`. Plain `http` is accepted
+//! interface §4: a deployed worker sends them only over `https`. Plain `http` is accepted
 //! only for a loopback host, a development value that a deployed worker cannot reach.
 
 /// `true` for an `https://` URL with a host, or an `http://` URL whose host is loopback

@@ -61,13 +61,13 @@ pub struct DeliveryRow {
     pub reason: Option<String>,
     #[serde(deserialize_with = "int")]
     pub generation: i64,
-    /// A dead delivery an operator has handled (CONTRACT §5): out of the dead counts and
+    /// A dead delivery an operator has handled (interface §5): out of the dead counts and
     /// alerts, still replayable; a replay clears it.
     #[serde(default)]
     pub dismissed_at: Option<String>,
     #[serde(default)]
     pub dismiss_reason: Option<String>,
-    /// When its body left D1 for the archive (CONTRACT §10), and the object holding it.
+    /// When its body left D1 for the archive (interface §10), and the object holding it.
     #[serde(default)]
     pub archived_at: Option<String>,
     #[serde(default)]
@@ -116,7 +116,7 @@ pub struct EffectRow {
     /// When it went dead (NULL unless dead).
     #[serde(default)]
     pub dead_at: Option<String>,
-    /// A dead effect an operator has handled (CONTRACT §5); a redelivery clears it.
+    /// A dead effect an operator has handled (interface §5); a redelivery clears it.
     #[serde(default)]
     pub dismissed_at: Option<String>,
     #[serde(default)]

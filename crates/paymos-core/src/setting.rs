@@ -1,6 +1,6 @@
 //! Numeric settings (wrangler.toml vars, `.dev.vars`). A value that does not parse, or lies
 //! outside what the setting can mean, is never used silently: the value used instead and why
-//! are said (CONTRACT §4: "says so … instead of failing silently"). A tolerance of `-5` used
+//! are said (interface §4: "says so … instead of failing silently"). A tolerance of `-5` used
 //! as given would refuse every delivery with 401, which the sender reads as a bad signature.
 
 use std::fmt::Display;

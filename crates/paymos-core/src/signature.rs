@@ -1,4 +1,4 @@
-//! `X-Webhook-Signature` parsing, signing and verification (CONTRACT.md §1).
+//! `X-Webhook-Signature` parsing, signing and verification (interface §1).
 //!
 //! `v1 = hex(HMAC-SHA256(key = secret incl. "whsec_", msg = "<t>." + raw body))`.
 //! The header may carry several `v1` values (sender-side rotation) and the receiver
@@ -395,7 +395,7 @@ mod tests {
         assert!(v(&h, NEW).is_ok());
     }
 
-    /// The MAC covers the `t` text as sent (CONTRACT §1). The expected value was computed
+    /// The MAC covers the `t` text as sent (interface §1). The expected value was computed
     /// with Python: hmac.new(b"whsec_test_new_6f1d2a9c", b"01764450000." + body, sha256).
     #[test]
     fn leading_zero_timestamp_text_is_what_is_signed() {

@@ -1,4 +1,4 @@
-//! Standard Webhooks signing and verification (CONTRACT.md §7: effects to the order system,
+//! Standard Webhooks signing and verification (interface §7: effects to the order system,
 //! alerts), so that any Standard Webhooks library verifies what we send. No I/O.
 //!
 //! - Secret: `whsec_` + standard base64 of the key bytes (padding optional, as the reference

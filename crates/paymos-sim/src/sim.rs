@@ -169,7 +169,7 @@ enum Actor {
 #[derive(Debug, Clone, Copy)]
 enum Op {
     Replay,
-    /// The replay of one delivery an alert named (`delivery_dead`, CONTRACT §9).
+    /// The replay of one delivery an alert named (`delivery_dead`, interface §9).
     ReplayOne(usize),
     /// `POST /admin/api/deliveries/replay {status}`: what an operator does after an incident.
     BulkReplay(&'static str),
@@ -1856,7 +1856,7 @@ impl<'o> Sim<'o> {
                             .any(|e| e.to == Some(State::Refunded) && e.subscribed);
                     if w.live && refunded_at_provider && status != Some(State::Refunded) {
                         // a refund is entered from every state but refunded, and nothing
-                        // leaves refunded: whatever order the events came in (CONTRACT §3)
+                        // leaves refunded: whatever order the events came in (interface §3)
                         self.violation(format!(
                             "{}: refunded at the provider, {status:?} here",
                             w.id

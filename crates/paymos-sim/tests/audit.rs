@@ -1,4 +1,4 @@
-//! The audit log's statements (CONTRACT §11) on SQLite with the repository's migrations, run
+//! The audit log's statements (interface §11) on SQLite with the repository's migrations, run
 //! as the Worker runs them on D1: each write and its audit row in one batch, the row's outcome
 //! decided by that transaction; the list's pages and the indexes that bound them; rows that
 //! cannot be changed or deleted.

@@ -496,7 +496,7 @@ fn teeth_kept_counts_that_drift_are_caught() {
     );
 }
 
-/// Every kind the core raises is one the alert table admits (CONTRACT §9, §10: the CHECK
+/// Every kind the core raises is one the alert table admits (interface §9, §10: the CHECK
 /// lists them; a new kind needs its migration), and nothing else is.
 #[test]
 fn the_alert_table_admits_every_kind_and_only_those() {
@@ -507,7 +507,7 @@ fn the_alert_table_admits_every_kind_and_only_those() {
              VALUES ('alt_{kind}', '{kind}', 'critical', 's', 1)"
         ))
     };
-    // (the archive's database_size and archive among them, CONTRACT §10)
+    // (the archive's database_size and archive among them, interface §10)
     for k in paymos_core::alerts::AlertKind::ALL {
         assert_eq!(insert(k.as_str()), Ok(()), "{}", k.as_str());
     }

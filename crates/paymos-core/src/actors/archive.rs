@@ -1,4 +1,4 @@
-//! The archiving run (CONTRACT §10): the bodies of processed deliveries received before a
+//! The archiving run (interface §10): the bodies of processed deliveries received before a
 //! cutoff leave D1 for gzip-compressed NDJSON objects in R2, one object per chunk.
 //!
 //! A [`Run`] is a small state machine, as the dispatcher is ([`super::dispatch`]). Its driver

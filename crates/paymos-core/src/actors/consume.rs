@@ -1,10 +1,10 @@
-//! The deliveries queue's consumer (CONTRACT §3): one queue batch of `{event_id, generation}`
+//! The deliveries queue's consumer (interface §3): one queue batch of `{event_id, generation}`
 //! messages, each delivery's transition applied exactly once. A [`Batch`] is a state machine
 //! its driver asks what to do next:
 //!
 //! 1. **load** the batch's deliveries in one query (`LOAD_DELIVERIES`);
 //! 2. decide each message from its row: already processed or gone (nothing to do), ignored
-//!    (a `livemode` that does not match `PAYMOS_MODE`, an unknown event type: CONTRACT §8,
+//!    (a `livemode` that does not match `PAYMOS_MODE`, an unknown event type: interface §8,
 //!    §1), or a guarded transition, prepared with its token and license code;
 //! 3. **apply** every message's statements in **one D1 batch** (one transaction), in message
 //!    order: the guard makes each transition independent of the others', so two messages for
@@ -33,7 +33,7 @@ use crate::statements::{self as st, Arg, Bound};
 pub const LIVEMODE_MISMATCH: &str = "livemode_mismatch";
 pub const UNKNOWN_EVENT_TYPE: &str = "unknown_event_type";
 
-/// `PAYMOS_MODE`: which deliveries may change state (CONTRACT §8).
+/// `PAYMOS_MODE`: which deliveries may change state (interface §8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Live,

@@ -4,7 +4,7 @@
 //! this generation. A failure is recorded only while D1 answers, so a message whose retries
 //! were spent by a D1 outage (or by a consumer that kept dying before it could record
 //! anything) is handed back to the consumer from a fresh message instead: the delivery is
-//! processed once D1 is back, with no operator (CONTRACT §3, amended). A delivery replayed
+//! processed once D1 is back, with no operator (interface §3, amended). A delivery replayed
 //! meanwhile (another generation) is left to its replay.
 
 use std::borrow::Cow;

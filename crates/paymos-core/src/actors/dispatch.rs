@@ -1,4 +1,4 @@
-//! The effects dispatcher (CONTRACT §3, §7): one queue batch of effect ids, delivered to the
+//! The effects dispatcher (interface §3, §7): one queue batch of effect ids, delivered to the
 //! order system at least once, signed, under each effect's stable id.
 //!
 //! A [`Batch`] is a small state machine. Its driver asks [`Batch::next`] what to do, does it
@@ -24,7 +24,7 @@
 //! revocation; and an attempt can only start from a pending row, so none starts after the
 //! refund cancelled it. A crash between the commit and the request leaves an attempt that
 //! never reached the order system: a refund then revokes what was never received, which an
-//! order system answers 2xx and ships nothing for (CONTRACT §3). Nothing is lost: the
+//! order system answers 2xx and ships nothing for (interface §3). Nothing is lost: the
 //! message comes back (or the sweeper re-sends it) and the next attempt starts once this one
 //! is past its timeout.
 
@@ -36,7 +36,7 @@ use crate::rows::{DispatchRow, EffectRow, StartedAttempt};
 use crate::statements::{self as st, Arg, Bound};
 use crate::time::unix_of_iso;
 
-/// At least this long from an effect's first attempt before it may go dead (CONTRACT §7),
+/// At least this long from an effect's first attempt before it may go dead (interface §7),
 /// scaled like the ladder.
 pub const MIN_RETRY_SECONDS: u32 = 16 * 3600;
 /// An attempt counts as possibly in flight for the request timeout and this much more.
@@ -65,7 +65,7 @@ pub struct Mutation {
 pub enum Push {
     /// `ORDER_SYSTEM_URL` set and usable: effects are posted.
     To,
-    /// No URL: effects stay pending in the feed, for the order system to pull (CONTRACT §7).
+    /// No URL: effects stay pending in the feed, for the order system to pull (interface §7).
     Pull,
     /// A URL that cannot carry credentials, or no usable secret: said, effects wait.
     Unusable(String),
@@ -271,7 +271,7 @@ pub fn after(
     }
 }
 
-/// The request body (CONTRACT §7); fields that do not apply are null.
+/// The request body (interface §7); fields that do not apply are null.
 pub fn body(e: &EffectRow) -> String {
     serde_json::json!({
         "id": e.id,
@@ -298,7 +298,7 @@ pub fn retry_after_db_failure(message_attempts: u32, settings: &Settings) -> u32
 /// What the effects dead-letter queue does with one message: its queue retries were spent by
 /// failures of the dispatcher itself (D1 unreachable, crashes), not by the order system, whose
 /// failures are the ladder's. So it never marks an effect dead before the ladder would
-/// (CONTRACT §3: a D1 outage makes no effect dead): a pending effect is handed back to the
+/// (interface §3: a D1 outage makes no effect dead): a pending effect is handed back to the
 /// dispatcher from a fresh message, when its next attempt is due.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DeadLetter {

@@ -1,4 +1,4 @@
-//! Reconciliation's walk (CONTRACT §6): the provider's paid invoices compared with the
+//! Reconciliation's walk (interface §6): the provider's paid invoices compared with the
 //! deliveries on record, page by page, within one invocation's budget, under a lease so that
 //! one run walks at a time. A [`Walk`] is a state machine its driver asks what to do next: a
 //! D1 statement or batch, a provider page to fetch, an invoice to bring to paid through the
@@ -34,7 +34,7 @@ pub const LEASE: &str = "reconciliation";
 pub const LEASE_SECONDS: i64 = 300;
 /// How far back a daily (or default manual) run looks: `paid_since` = now − 7 days.
 pub const WINDOW_SECONDS: i64 = 7 * 24 * 3600;
-/// Each provider call times out after this long (CONTRACT §6).
+/// Each provider call times out after this long (interface §6).
 pub const PROVIDER_TIMEOUT_MS: u64 = 10_000;
 /// Queries kept back for closing an invocation's share of a run: the finish and the report.
 pub const RESERVE: u32 = 4;

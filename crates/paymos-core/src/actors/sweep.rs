@@ -11,7 +11,7 @@
 //! claimed (`sendBatch`, at most 100 a message batch), again while the chunk came back full
 //! and the budget lasts.
 //!
-//! A bulk replay over deliveries whose bodies are in the archive (CONTRACT §10;
+//! A bulk replay over deliveries whose bodies are in the archive (interface §10;
 //! [`Chunks::restoring`], when its count found some) first looks up the chunk's archived rows
 //! (`ARCHIVED_IN_REPLAY_CHUNK`), and its claim becomes a batch that puts their bodies back,
 //! read from their objects (`RESTORE_BODY`), before `REPLAY_CHUNK` resets them: at most a few

@@ -143,7 +143,7 @@ impl Prepared {
         }
     }
 
-    /// An operator's transition (CONTRACT §11): the statements with the operator (the audit
+    /// An operator's transition (interface §11): the statements with the operator (the audit
     /// row's actor) named in the history row they may write, and the audit row itself in the
     /// same transaction, before the read-back (which stays last, as `read` needs).
     pub fn audited_statements(&self, record: &Record) -> Vec<Bound<'static>> {

@@ -1,4 +1,4 @@
-//! The audit log (CONTRACT §11): every admin write recorded as `{id, at, actor, action,
+//! The audit log (interface §11): every admin write recorded as `{id, at, actor, action,
 //! target, outcome, detail}`. What a row holds is decided here, sans I/O: the action's name,
 //! its target, `detail` (the request's fields as a JSON object, never a credential: the
 //! commands hold none) and the outcome's words. The statements that write a row in the same

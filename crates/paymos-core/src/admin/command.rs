@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::borrow::Cow;
 
-/// Longest manual reason, in Unicode characters (CONTRACT §5).
+/// Longest manual reason, in Unicode characters (interface §5).
 pub const MAX_REASON_CHARS: usize = 500;
 /// Longest order_ref / amount / currency an operator may type.
 pub const MAX_FIELD_CHARS: usize = 200;
@@ -44,7 +44,7 @@ pub enum Command {
     ListEffects(EffectQuery),
     /// `POST /effects/{effect_id}/redeliver`
     RedeliverEffect { effect_id: String },
-    /// `POST /effects/{effect_id}/ack`: pull mode, the order system has it (CONTRACT §7).
+    /// `POST /effects/{effect_id}/ack`: pull mode, the order system has it (interface §7).
     AckEffect { effect_id: String },
     /// `POST /effects/{effect_id}/dismiss`: a dead effect an operator has handled.
     DismissEffect { effect_id: String, reason: String },
@@ -56,13 +56,13 @@ pub enum Command {
     ListAlerts,
     /// `POST /alerts/{alert_id}/ack`
     AckAlert { alert_id: String },
-    /// `GET /whoami`: who the admission says is asking (CONTRACT §11).
+    /// `GET /whoami`: who the admission says is asking (interface §11).
     WhoAmI,
-    /// `GET /audit`: the audit log, newest first (CONTRACT §11).
+    /// `GET /audit`: the audit log, newest first (interface §11).
     ListAudit(AuditQuery),
-    /// `GET /openapi.json`: the admin API's OpenAPI 3.1 document (CONTRACT §12).
+    /// `GET /openapi.json`: the admin API's OpenAPI 3.1 document (interface §12).
     OpenApi,
-    /// `POST /archive` (CONTRACT §10)
+    /// `POST /archive` (interface §10)
     Archive(Archive),
 }
 
@@ -146,7 +146,7 @@ pub enum DispatchFilter {
     Pending,
     Delivered,
     Dead,
-    /// A fulfilment its refund cancelled before it was delivered (CONTRACT §3).
+    /// A fulfilment its refund cancelled before it was delivered (interface §3).
     Cancelled,
 }
 
@@ -161,7 +161,7 @@ impl DispatchFilter {
     }
 }
 
-/// `GET /effects?kind=&dispatch=&cursor=&limit=` (CONTRACT §7: oldest first).
+/// `GET /effects?kind=&dispatch=&cursor=&limit=` (interface §7: oldest first).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EffectQuery {
     pub kind: Option<EffectKind>,
@@ -217,7 +217,7 @@ impl Default for AuditQuery {
     }
 }
 
-/// `POST /deliveries/replay` (CONTRACT §5).
+/// `POST /deliveries/replay` (interface §5).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BulkReplay {
     pub filter: ReplayFilter,

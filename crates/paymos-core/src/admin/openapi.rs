@@ -1,4 +1,4 @@
-//! The admin API described as OpenAPI 3.1 (CONTRACT §12): `openapi.json` beside this file,
+//! The admin API described as OpenAPI 3.1 (interface §12): `openapi.json` beside this file,
 //! served as it is by `GET /admin/api/openapi.json`. It is kept next to the route table it
 //! describes, and the tests below hold the two together: the document's operations are
 //! exactly [`super::ROUTES`] (method, path, operationId, path parameters, request body), every

@@ -39,11 +39,11 @@ operations! {
     MetricsHistory,
     ListAlerts,
     AckAlert,
-    /// Who the admission says is asking (CONTRACT §11).
+    /// Who the admission says is asking (interface §11).
     WhoAmI,
-    /// The audit log (CONTRACT §11).
+    /// The audit log (interface §11).
     ListAudit,
-    /// This API's OpenAPI document (CONTRACT §12).
+    /// This API's OpenAPI document (interface §12).
     OpenApi,
     Archive,
 }

@@ -1,4 +1,4 @@
-//! The archive (CONTRACT §10): archiving runs, the chunks they select, the bodies they
+//! The archive (interface §10): archiving runs, the chunks they select, the bodies they
 //! remove once their object is verified, the archive's state, and the restore a replay makes.
 //!
 //! "Processed" is `processed_at IS NOT NULL`: every statement that sets it sets the outcome in

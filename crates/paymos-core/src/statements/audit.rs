@@ -1,4 +1,4 @@
-//! The audit log (CONTRACT §11): a row for each admin write, inserted in the same batch as the
+//! The audit log (interface §11): a row for each admin write, inserted in the same batch as the
 //! change it records, and the list that reads them back newest first.
 //!
 //! Where the write's own guard decides how it ends (a transition's token, a redelivery refused

@@ -109,7 +109,7 @@ statement!(
     // once at least `min_failures` failed attempts were recorded on the row in this
     // generation: a failure is recorded only while D1 answers, so a message that spent its
     // retries while D1 was down (or its consumer kept dying) is not a poison message and is
-    // handed back instead (actors::dead_letter; CONTRACT §3: a D1 outage makes no delivery
+    // handed back instead (actors::dead_letter; interface §3: a D1 outage makes no delivery
     // dead).
     "UPDATE webhook_delivery SET outcome = 'dead', processed_at = ",
     now!(),
@@ -176,7 +176,7 @@ statement!(
     DISMISS_DELIVERY,
     ["event_id", "reason"],
     // an operator has handled this dead delivery: out of the dead counts and alerts, on
-    // record, replayable (CONTRACT §5); only a dead one not dismissed yet
+    // record, replayable (interface §5); only a dead one not dismissed yet
     "UPDATE webhook_delivery SET dismissed_at = ",
     now!(),
     ", dismiss_reason = ?2 WHERE event_id = ?1 AND ",

@@ -1,4 +1,4 @@
-//! Operations (CONTRACT §9): metrics, counters, alerts, bulk replay.
+//! Operations (interface §9): metrics, counters, alerts, bulk replay.
 
 use super::{Arg, Bound, Statement};
 
@@ -16,7 +16,7 @@ macro_rules! unix_ms {
 statement!(
     METRICS_FACTS,
     [],
-    // Every fact reads a bounded number of rows whatever the history (CONTRACT §10), decided
+    // Every fact reads a bounded number of rows whatever the history (interface §10), decided
     // fact by fact:
     // - kept counts, one row (`tally`, written by the statements that change them): the
     //   processed deliveries by outcome, the livemode mismatches on record, the delivered,
@@ -132,7 +132,7 @@ statement!(
 statement!(
     REOPEN_ALERT,
     ["id", "summary", "count", "mark"],
-    // a new instance after an acknowledgement (CONTRACT §9, amended): open again, and sent
+    // a new instance after an acknowledgement (interface §9, amended): open again, and sent
     "UPDATE alert SET state = 'open', summary = ?2, count = ?3, mark = ?4, last_seen = ",
     now!(),
     ", reopened_at = ",
@@ -188,7 +188,7 @@ statement!(
 statement!(
     ACK_ALERT,
     ["id"],
-    // silent until a new instance or its resolution (CONTRACT §9, amended): the ack covers
+    // silent until a new instance or its resolution (interface §9, amended): the ack covers
     // what the alert counted, and its newest instance, when it was given
     "UPDATE alert SET state = 'acknowledged', acknowledged_at = ",
     now!(),

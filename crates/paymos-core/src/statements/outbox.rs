@@ -1,4 +1,4 @@
-//! The outbox (CONTRACT §7): the dispatcher's load, its outcomes, redelivery, the sweeper's claim, the feed.
+//! The outbox (interface §7): the dispatcher's load, its outcomes, redelivery, the sweeper's claim, the feed.
 
 use super::{Arg, Bound, Statement};
 
@@ -125,7 +125,7 @@ statement!(
     // an operator's redelivery: pending again, same id, a fresh retry ladder
     // (one still awaiting its order_ref is left for the transition that fills it to release).
     // Never a cancelled effect, nor a fulfilment whose invoice has a revocation: its refund
-    // was recorded, and sending it again would ship goods for money returned (CONTRACT §5).
+    // was recorded, and sending it again would ship goods for money returned (interface §5).
     // `attempts` is kept: it counts every request that may have reached the order system.
     // A dismissal is over.
     "UPDATE effect SET dispatch = 'pending', rung = 0, first_attempt_at = NULL, \
@@ -171,7 +171,7 @@ macro_rules! ack_where {
 statement!(
     ACK_EFFECT,
     ["effect_id"],
-    // Pull mode (CONTRACT §5, §7): the order system that pulled the effect from the feed says
+    // Pull mode (interface §5, §7): the order system that pulled the effect from the feed says
     // it has it. An attempt in flight meanwhile records nothing over it (each outcome
     // statement is guarded by `dispatch = 'pending'`), and no attempt starts from it again.
     "UPDATE effect SET dispatch = 'delivered', delivered_at = ",
@@ -209,7 +209,7 @@ statement!(
     DISMISS_EFFECT,
     ["effect_id", "reason"],
     // an operator has handled this dead effect: out of the dead counts and alerts, on
-    // record, redeliverable (CONTRACT §5)
+    // record, redeliverable (interface §5)
     "UPDATE effect SET dismissed_at = ",
     now!(),
     ", dismiss_reason = ?2 WHERE effect_id = ?1 AND ",

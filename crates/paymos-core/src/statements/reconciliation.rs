@@ -1,11 +1,11 @@
-//! Reconciliation (CONTRACT §6): runs, their pages, their findings.
+//! Reconciliation (interface §6): runs, their pages, their findings.
 
 use super::{Bound, Statement};
 
 statement!(
     ACQUIRE_LEASE,
     ["name", "holder", "for"],
-    // One walk at a time (CONTRACT §6): the lease is taken only when free (never taken, or
+    // One walk at a time (interface §6): the lease is taken only when free (never taken, or
     // expired: an invocation that died lets it go after `for`, '+300 seconds'); a row comes
     // back only to the one that took it.
     "INSERT INTO lease (name, holder, until) VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', \
@@ -104,7 +104,7 @@ statement!(
     ["run_id", "ids"],
     // The page's ids this run was not given (and handled) before. A page none of whose ids
     // is new does not move the walk forward: providers list newest first and ids need not
-    // sort, so "after" in id order proves nothing (CONTRACT §6).
+    // sort, so "after" in id order proves nothing (interface §6).
     "SELECT j.value AS id FROM json_each(?2) j \
      WHERE NOT EXISTS (SELECT 1 FROM reconciliation_seen s \
                        WHERE s.run_id = ?1 AND s.value = j.value)"
@@ -133,7 +133,7 @@ statement!(
     ["invoice_ids"],
     // For each of a page's paid invoices: whether an invoice.paid delivery is on record that
     // was processed `applied` or `stale` (one `ignored`, a livemode mismatch, or `dead`, or
-    // not processed, did not bring the invoice to paid: CONTRACT §6), and the local status.
+    // not processed, did not bring the invoice to paid: interface §6), and the local status.
     "SELECT j.value AS id, \
        EXISTS (SELECT 1 FROM webhook_delivery w \
                WHERE w.resource_id = j.value AND w.event_type = 'invoice.paid' \

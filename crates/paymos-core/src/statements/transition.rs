@@ -127,7 +127,7 @@ statement!(
     // A refund's fulfilment not yet delivered (pending, awaiting its order_ref, or dead) is
     // cancelled in the refund's own transaction, if this attempt's write won: no dispatcher,
     // sweeper or redelivery sends it again, since each sends only a pending effect and an
-    // attempt starts only from a pending row (CONTRACT §3).
+    // attempt starts only from a pending row (interface §3).
     "UPDATE effect SET dispatch = 'cancelled', cancelled_at = ",
     now!(),
     ", next_attempt_at = NULL \
@@ -278,7 +278,7 @@ pub struct TransitionRequest<'a> {
     /// Pull mode (no `ORDER_SYSTEM_URL`): a pending effect with its order_ref is offered in
     /// the feed, so an order system may hold it without any attempt having been made.
     pub pull: bool,
-    /// The operator of a manual transition (CONTRACT §11: its history entry names them);
+    /// The operator of a manual transition (interface §11: its history entry names them);
     /// `None` for a delivery's or reconciliation's.
     pub actor: Option<&'a str>,
 }

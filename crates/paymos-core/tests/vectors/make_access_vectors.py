@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cloudflare Access tokens minted by PyJWT, for paymos-core's access checks (CONTRACT §11).
+"""Cloudflare Access tokens minted by PyJWT, for paymos-core's access checks (interface §11).
 
     python3 make_access_vectors.py              # (re)write access.json next to this file
     python3 make_access_vectors.py --out PATH   # write them to PATH instead (tests/access_pyjwt.rs)

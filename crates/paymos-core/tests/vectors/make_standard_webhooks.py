@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Independent Standard Webhooks vectors for paymos-core's standard_webhooks module
-(CONTRACT.md section 7), made with Python's stdlib hmac/hashlib/base64 only.
+(docs/interface.md section 7), made with Python's stdlib hmac/hashlib/base64 only.
 
     python3 make_standard_webhooks.py          # (re)write standard_webhooks.json next to this file
     python3 make_standard_webhooks.py --check  # regenerate in memory; exit 0 if the file matches, 1 if not

@@ -5,7 +5,7 @@
     python3 make_vectors.py --check  # regenerate in memory; exit 0 if the file matches, 1 if not
 
 v1 = lowercase hex HMAC-SHA256(key = secret's UTF-8 bytes incl. "whsec_",
-                               msg = "<t>." + body's UTF-8 bytes)   (CONTRACT.md section 1)
+                               msg = "<t>." + body's UTF-8 bytes)   (docs/interface.md section 1)
 Everything is deterministic, so the check is byte-for-byte.
 """
 import hashlib

@@ -1,4 +1,4 @@
-//! The effects outbox's dispatcher (CONTRACT §3, §7) as part of the simulated world: the
+//! The effects outbox's dispatcher (interface §3, §7) as part of the simulated world: the
 //! effects queue (at least once), the **core's** dispatcher (`paymos_core::actors::dispatch`,
 //! the very state machine the Worker drives) over SQLite, its dead-letter queue (the core's
 //! `dispatch::dead_letter`), the effects sweeper (`CLAIM_EFFECTS` at cron times), an
