@@ -161,12 +161,17 @@ pub fn update_alert_statement<'a>(
     count: i64,
     mark: Option<i64>,
 ) -> Bound<'a> {
-    st::UPDATE_ALERT.bind(vec![
+    st::UPDATE_ALERT.bind(alert_args(id, summary, count, mark))
+}
+
+/// An alert's id, summary, count and mark, as UPDATE_ALERT and REOPEN_ALERT take them.
+fn alert_args<'a>(id: &'a str, summary: &'a str, count: i64, mark: Option<i64>) -> Vec<Arg<'a>> {
+    vec![
         Arg::text(id),
         Arg::text(summary),
         Arg::Int(count),
         Arg::opt_int(mark),
-    ])
+    ]
 }
 
 /// RESOLVE_ALERT, for a batch of the alert run's writes.
@@ -195,16 +200,7 @@ pub async fn update_alert(
     count: i64,
     mark: Option<i64>,
 ) -> DbResult<()> {
-    run(
-        db,
-        st::UPDATE_ALERT.bind(vec![
-            Arg::text(id),
-            Arg::text(summary),
-            Arg::Int(count),
-            Arg::opt_int(mark),
-        ]),
-    )
-    .await
+    run(db, update_alert_statement(id, summary, count, mark)).await
 }
 
 /// An acknowledged alert with a new instance: open again (and sent by the caller).
@@ -217,12 +213,7 @@ pub async fn reopen_alert(
 ) -> DbResult<()> {
     run(
         db,
-        st::REOPEN_ALERT.bind(vec![
-            Arg::text(id),
-            Arg::text(summary),
-            Arg::Int(count),
-            Arg::opt_int(mark),
-        ]),
+        st::REOPEN_ALERT.bind(alert_args(id, summary, count, mark)),
     )
     .await
 }

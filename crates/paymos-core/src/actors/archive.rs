@@ -286,18 +286,7 @@ pub struct Run {
 }
 
 fn owned(b: Bound<'_>) -> Bound<'static> {
-    Bound {
-        statement: b.statement,
-        args: b
-            .args
-            .into_iter()
-            .map(|a| match a {
-                Arg::Text(t) => Arg::Text(Cow::Owned(t.into_owned())),
-                Arg::Int(i) => Arg::Int(i),
-                Arg::Null => Arg::Null,
-            })
-            .collect(),
-    }
+    b.into_owned()
 }
 
 /// Lowercase hex SHA-256.
