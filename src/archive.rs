@@ -275,7 +275,9 @@ pub async fn run(env: &Env, bucket: &R2, db: &D1Database, start: Start, budget: 
             }
             Step::Remove(statements) => match sql::run_batch(db, &statements).await {
                 Ok(results) => {
-                    let removed = sql::rows_of::<Removed>(&results, 0).map(|v| v.len());
+                    let removed =
+                        sql::rows_of::<Removed>(&results, paymos_core::actors::archive::REMOVED_AT)
+                            .map(|v| v.len());
                     match removed {
                         Ok(n) => {
                             run.removed(n);

@@ -48,8 +48,22 @@ async function seed(db, { days, n = 3, outcome = "applied", type = "invoice.paid
   return rows;
 }
 
+/**
+ * A delivery's row, with `body` the body D1 still holds for it wherever it is (its own row in
+ * delivery_body since migration 0013, or the delivery row's `body` for one received before
+ * or restored by a replay), "" when none, and `body_rows` its rows in delivery_body.
+ */
 async function row(db, id) {
-  return db.prepare("SELECT * FROM webhook_delivery WHERE event_id = ?").bind(id).first();
+  return db
+    .prepare(
+      `SELECT d.*, coalesce(nullif(d.body, ''), b.body, '') AS body,
+              (SELECT count(*) FROM delivery_body x WHERE x.event_id = d.event_id) AS body_rows
+       FROM webhook_delivery d
+       LEFT JOIN delivery_body b ON b.received_at = d.received_at AND b.event_id = d.event_id
+       WHERE d.event_id = ?`,
+    )
+    .bind(id)
+    .first();
 }
 
 /** Every object under deliveries/, each with its bytes, metadata and gunzipped lines. */
@@ -127,6 +141,7 @@ test("archive, then read back: one object per day, bodies verbatim, bodies out o
     assert.equal(line.body, d.body, "the raw text as received");
     const stored = await row(w.db, d.event_id);
     assert.equal(stored.body, "", "the body left D1");
+    assert.equal(stored.body_rows, 0, "its own row deleted, not emptied");
     assert.equal(stored.archive_key, line.key);
     assert.ok(stored.archived_at);
     assert.equal(line.processed_at, stored.processed_at);
@@ -269,14 +284,20 @@ test("unprocessed deliveries are never archived, nor those after the cutoff", as
     assert.equal(stored.archived_at, null);
   }
   assert.equal((await row(w.db, old[0].event_id)).body, "", "a dead one is archived");
-  // the database refuses an empty body that is not an archived one, whoever writes it
-  await assert.rejects(
-    w.db.prepare("UPDATE webhook_delivery SET body = '' WHERE event_id = ?").bind(recent[0].event_id).run(),
-    /body is empty exactly when archived_at and archive_key are set/,
-  );
+  // the database refuses an archived delivery that still holds a body, whoever writes it:
+  // marked archived while its body row is there, or given a body once archived
+  assert.equal((await row(w.db, recent[0].event_id)).body_rows, 1, "a body in its own row");
   await assert.rejects(
     w.db.prepare("UPDATE webhook_delivery SET archived_at = 'x', archive_key = 'k' WHERE event_id = ?").bind(recent[0].event_id).run(),
-    /body is empty exactly when/,
+    /archived_at and archive_key are set together, and an archived delivery holds no body/,
+  );
+  await assert.rejects(
+    w.db.prepare("UPDATE webhook_delivery SET body = 'x' WHERE event_id = ?").bind(old[0].event_id).run(),
+    /an archived delivery holds no body/,
+  );
+  await assert.rejects(
+    w.db.prepare("UPDATE webhook_delivery SET archive_key = NULL WHERE event_id = ?").bind(old[0].event_id).run(),
+    /archived_at and archive_key are set together/,
   );
 });
 

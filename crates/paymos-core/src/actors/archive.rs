@@ -18,7 +18,8 @@
 //!    and a different chunk never overwrites an object rows already point to);
 //! 4. **read it back** and verify it: the SHA-256 of the bytes read equals that of the bytes
 //!    written, they gunzip, to as many lines as were written, and to the very text written;
-//! 5. only then **remove** the bodies (`REMOVE_ARCHIVED_BODIES`, in one batch with the run's
+//! 5. only then **remove** the bodies (`DROP_BODY_ROWS` deletes their `delivery_body` rows,
+//!    `REMOVE_ARCHIVED_BODIES` marks the rows archived, in one batch with the run's
 //!    progress): each row still processed exactly as its line says, so a delivery replayed
 //!    meanwhile keeps its body.
 //!
@@ -51,7 +52,10 @@ pub const MAX_LINES: usize = 500;
 /// Worker holds a chunk several times over (rows, NDJSON, gzip, the read-back and its text),
 /// well inside its 128 MB.
 pub const MAX_OBJECT_BYTES: i64 = 4 * 1024 * 1024;
-/// One chunk: the candidates, the bodies, the put, the get, the removal.
+/// Where the removal's batch (`Step::Remove`) has REMOVE_ARCHIVED_BODIES, whose returned rows
+/// are the bodies removed.
+pub const REMOVED_AT: usize = 1;
+/// One chunk: the candidates, the bodies, the put, the get, the removal (one batch).
 pub const CHUNK_COST: u32 = 5;
 /// Kept back for closing the invocation's share: the finish and the remaining count.
 pub const CLOSING_COST: u32 = 2;
@@ -641,6 +645,7 @@ impl Run {
         }
     }
 
+    /// DROP_BODY_ROWS, REMOVE_ARCHIVED_BODIES (at [`REMOVED_AT`]), RECORD_ARCHIVE_CHUNK.
     fn remove_statements(&self) -> Vec<Bound<'static>> {
         let lines = &self.chunk.lines;
         // {"evt_…": "<processed_at>", …}, in the lines' order
@@ -659,6 +664,7 @@ impl Run {
         let last = self.chunk.picked.last().expect("a chunk has a line");
         let run = self.run.as_ref().map_or(0, |r| r.id);
         vec![
+            owned(st::DROP_BODY_ROWS.bind(vec![Arg::Text(Cow::Owned(processed.clone()))])),
             owned(st::REMOVE_ARCHIVED_BODIES.bind(vec![
                 Arg::Text(Cow::Owned(processed)),
                 Arg::text(&self.chunk.key),
@@ -674,7 +680,8 @@ impl Run {
         ]
     }
 
-    /// The bodies removed (rows `REMOVE_ARCHIVED_BODIES` returned); the next chunk.
+    /// The bodies removed (rows `REMOVE_ARCHIVED_BODIES` returned, the batch's statement at
+    /// [`REMOVED_AT`]); the next chunk.
     pub fn removed(&mut self, removed: usize) {
         self.archived += removed as i64;
         self.objects += 1;

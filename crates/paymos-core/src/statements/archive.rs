@@ -61,8 +61,11 @@ statement!(
     ["before", "after_received_at", "after_event_id", "limit"],
     // The next deliveries to archive after the cursor, oldest first, with their body's size
     // in bytes (octet_length reads the record header, not the body), so that a chunk is cut
-    // before its bodies are loaded. The row value comparison seeks the index.
-    "SELECT event_id, received_at, octet_length(body) AS bytes FROM webhook_delivery \
+    // before its bodies are loaded; a body in its row or in delivery_body (migration 0013).
+    // The row value comparison seeks the index.
+    "SELECT event_id, received_at, octet_length(",
+    body_value!(),
+    ") AS bytes FROM webhook_delivery \
      WHERE processed_at IS NOT NULL AND archived_at IS NULL AND received_at < ?1 \
        AND (received_at, event_id) > (coalesce(?2, ''), coalesce(?3, '')) \
      ORDER BY received_at, event_id LIMIT ?4"
@@ -72,11 +75,26 @@ statement!(
     ARCHIVE_BODIES,
     ["event_ids"],
     // a chunk's lines (a JSON array of ids), still processed and still holding their body
-    "SELECT event_id, resource_id, event_type, received_at, processed_at, outcome, body \
-     FROM webhook_delivery \
+    "SELECT event_id, resource_id, event_type, received_at, processed_at, outcome, ",
+    body_column!(),
+    " FROM webhook_delivery \
      WHERE event_id IN (SELECT value FROM json_each(?1)) \
        AND processed_at IS NOT NULL AND archived_at IS NULL \
      ORDER BY received_at, event_id"
+);
+
+statement!(
+    DROP_BODY_ROWS,
+    ["processed_at_by_event_id"],
+    // First in the batch of REMOVE_ARCHIVED_BODIES, with its `?1` and its conditions, so the
+    // same deliveries: their rows in delivery_body (migration 0013). Deleting them is what
+    // frees the space; a delivery replayed since it was loaded keeps its body. Before the
+    // removal, since the database refuses to mark archived a delivery whose body row is
+    // still there (0013's triggers).
+    "DELETE FROM delivery_body WHERE (received_at, event_id) IN ( \
+       SELECT received_at, event_id FROM webhook_delivery \
+       WHERE event_id IN (SELECT key FROM json_each(?1)) AND archived_at IS NULL \
+         AND processed_at = json_extract(?1, '$.\"' || event_id || '\"'))"
 );
 
 statement!(
@@ -184,7 +202,9 @@ statement!(
     RESTORE_BODY,
     ["event_id", "archive_key", "body"],
     // a replay's body back from its object, in the batch of the replay's reset: unarchived,
-    // it is archived again by a later run once processed and past retention
+    // it is archived again by a later run once processed and past retention. Into its
+    // delivery row (`body_column!` reads either place): a replay of an archived delivery is
+    // rare, and a second statement per body would not pay for the little space.
     "UPDATE webhook_delivery SET body = ?3, archived_at = NULL, archive_key = NULL \
      WHERE event_id = ?1 AND archive_key = ?2"
 );

@@ -113,11 +113,21 @@ macro_rules! delivery_columns {
     };
 }
 
-/// A delivery's body as read: NULL once archived (migration 0011 keeps `''` in the row, which
-/// no reader sees).
+/// A delivery's body as read, from whichever place holds it (migration 0013): its own row in
+/// `delivery_body` (every delivery received since 0013) or its delivery row's `body` (those
+/// received before, and bodies a replay restored); NULL once archived. Neither `''` is seen.
+/// For a statement over `webhook_delivery`, unaliased: one primary-key lookup.
+macro_rules! body_value {
+    () => {
+        "CASE WHEN webhook_delivery.archived_at IS NULL THEN coalesce(nullif(webhook_delivery.body, ''), \
+           (SELECT b.body FROM delivery_body b WHERE b.received_at = webhook_delivery.received_at \
+              AND b.event_id = webhook_delivery.event_id)) END"
+    };
+}
+
 macro_rules! body_column {
     () => {
-        "CASE WHEN archived_at IS NULL THEN body END AS body"
+        concat!(body_value!(), " AS body")
     };
 }
 
@@ -359,6 +369,7 @@ pub static ALL: &[&Statement] = &[
     &START_ARCHIVE_RUN,
     &ARCHIVE_CANDIDATES,
     &ARCHIVE_BODIES,
+    &DROP_BODY_ROWS,
     &REMOVE_ARCHIVED_BODIES,
     &RECORD_ARCHIVE_CHUNK,
     &FINISH_ARCHIVE_RUN,

@@ -155,10 +155,11 @@ impl World {
                 }
                 Step::Remove(b) => {
                     self.steps.push(format!("remove {:?}", names(&b)));
-                    let map: serde_json::Map<String, serde_json::Value> = match &b.args_of(0)[0] {
-                        Arg::Text(t) => serde_json::from_str(t).unwrap(),
-                        _ => Default::default(),
-                    };
+                    let map: serde_json::Map<String, serde_json::Value> =
+                        match &b.args_of(REMOVED_AT)[0] {
+                            Arg::Text(t) => serde_json::from_str(t).unwrap(),
+                            _ => Default::default(),
+                        };
                     let n = map.len();
                     self.removed.extend(map.keys().cloned());
                     run.removed(n);
@@ -278,7 +279,8 @@ fn archive_then_verify_then_remove_with_the_processed_at_of_each_line() {
             "load".into(),
             "compress".into(),
             format!("write {}", w.objects[0].0),
-            "remove [\"REMOVE_ARCHIVED_BODIES\", \"RECORD_ARCHIVE_CHUNK\"]".into(),
+            "remove [\"DROP_BODY_ROWS\", \"REMOVE_ARCHIVED_BODIES\", \"RECORD_ARCHIVE_CHUNK\"]"
+                .into(),
             "candidates".into(),
         ]
     );
@@ -319,17 +321,19 @@ fn the_removal_names_each_line_with_its_processed_at_and_the_key() {
     let Step::Remove(b) = run.read_back(faithful(&o)) else {
         panic!()
     };
+    let processed = Arg::Text(r#"{"evt_a":"2026-01-02T00:00:01.000Z"}"#.into());
+    // the body rows of the same lines, deleted first
+    assert_eq!(b[0].statement.name, "DROP_BODY_ROWS");
+    assert_eq!(b[0].args, vec![processed.clone()]);
+    assert_eq!(b[REMOVED_AT].statement.name, "REMOVE_ARCHIVED_BODIES");
     assert_eq!(
-        b[0].args,
-        vec![
-            Arg::Text(r#"{"evt_a":"2026-01-02T00:00:01.000Z"}"#.into()),
-            Arg::Text(o.key.clone().into())
-        ]
+        b[REMOVED_AT].args,
+        vec![processed, Arg::Text(o.key.clone().into())]
     );
     // the cursor passes the whole chunk, the replayed one included
-    assert_eq!(b[1].args[1], Arg::text(at));
-    assert_eq!(b[1].args[2], Arg::text("evt_b"));
-    assert_eq!(b[1].args[3], Arg::Text(r#"["evt_a"]"#.into()));
+    assert_eq!(b[2].args[1], Arg::text(at));
+    assert_eq!(b[2].args[2], Arg::text("evt_b"));
+    assert_eq!(b[2].args[3], Arg::Text(r#"["evt_a"]"#.into()));
 }
 
 #[test]
