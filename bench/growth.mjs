@@ -103,8 +103,21 @@ async function getJson(url, pathname) {
   return { ms, text };
 }
 
-const meter = async (url) => (await fetch(`${url}/__bench/meter`)).json();
-const resetMeter = async (url) => (await fetch(`${url}/__bench/meter/reset`)).json();
+// Once in a while, after a long archive call, the runtime resets the next request's pooled
+// connection (ECONNRESET within milliseconds, before it is read): a GET of the meter is
+// asked again, a few times at most.
+async function again(f) {
+  for (let i = 0; ; i++) {
+    try {
+      return await f();
+    } catch (e) {
+      if (i >= 3 || e.cause?.code !== "ECONNRESET") throw e;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+const meter = (url) => again(async () => (await fetch(`${url}/__bench/meter`)).json());
+const resetMeter = (url) => again(async () => (await fetch(`${url}/__bench/meter/reset`)).json());
 
 /** What one kind of invocation cost (the meter's totals for it), per invocation. */
 function perCall(totals, kind) {
@@ -225,6 +238,13 @@ async function bucketTotals(w) {
   return out;
 }
 
+/** Bytes of `webhook_delivery` and its indexes (dbstat), without the bodies' own table. */
+function deliveryBytes(fp) {
+  return Object.entries(fp.by_object)
+    .filter(([name]) => name === "webhook_delivery" || name.startsWith("webhook_delivery_") || name === "sqlite_autoindex_webhook_delivery_1")
+    .reduce((a, [, b]) => a + b, 0);
+}
+
 /**
  * After the health checks: archive what was received before now − RETENTION_DAYS (what the
  * daily cron would), then everything received before now, each through the admin API, with
@@ -252,10 +272,19 @@ async function archiveStages(dir, file, size, statements, reportedBefore, fpBefo
       vars: { BENCH_METER: "1", STATEMENTS: statements },
       collectLogs: false,
     });
-    let result, reported, bucket;
+    let result, reported, bucket, checks;
     try {
       await getJson(w.url, "/admin/api/metrics");
       result = await archiveAll(w, stage.before);
+      if (stage === stages[0]) {
+        // the health checks again, in the state of a receiver whose daily run keeps up: no
+        // body past retention left in D1 (the fill wrote every body, as if never archived)
+        await w.scheduled();
+        checks = {
+          metrics: await measure(w, "request_200", () => getJson(w.url, "/admin/api/metrics"), ROUNDS),
+          alert_run: await measure(w, "scheduled", () => w.scheduled(), ROUNDS),
+        };
+      }
       reported = JSON.parse((await getJson(w.url, "/admin/api/metrics")).text).database?.bytes ?? null;
       bucket = await bucketTotals(w);
     } finally {
@@ -270,9 +299,9 @@ async function archiveStages(dir, file, size, statements, reportedBefore, fpBefo
       r2_bytes_per_archived_delivery: result.archived ? Math.round(result.bytes / result.archived) : null,
       bucket_after: bucket,
       d1_after: d1,
-      webhook_delivery_bytes_after: Object.entries(fp.by_object)
-        .filter(([name]) => name === "webhook_delivery" || name.startsWith("webhook_delivery_") || name === "sqlite_autoindex_webhook_delivery_1")
-        .reduce((a, [, b]) => a + b, 0),
+      ...(checks ? { checks_after: checks } : {}),
+      webhook_delivery_bytes_after: deliveryBytes(fp),
+      delivery_body_bytes_after: fp.by_object.delivery_body ?? 0,
     });
     console.error(`[growth] ${size}: archived ${result.archived} before ${stage.before} in ${result.calls} calls, ${result.seconds} s${result.failed ? `; FAILED ${result.failed}` : ""} (${result.connection_resets_retried} resets retried)`);
   }
@@ -325,11 +354,9 @@ async function one(size, statements) {
         fill_seconds: fillSeconds,
         d1_bytes: fp.bytes,
         bytes_per_delivery: Math.round(fp.bytes / size),
-        webhook_delivery_bytes_per_delivery: Math.round(
-          Object.entries(fp.by_object)
-            .filter(([name]) => name === "webhook_delivery" || name.startsWith("webhook_delivery_") || name === "sqlite_autoindex_webhook_delivery_1")
-            .reduce((a, [, b]) => a + b, 0) / size,
-        ),
+        webhook_delivery_bytes_per_delivery: Math.round(deliveryBytes(fp) / size),
+        // the bodies' own rows (migration 0013): what archiving deletes
+        delivery_body_bytes_per_delivery: Math.round((fp.by_object.delivery_body ?? 0) / size),
         by_object_bytes: fp.by_object,
         metrics,
         metrics_prometheus: prometheus,
@@ -377,6 +404,9 @@ function archiveSummary(r) {
     bytes_per_delivery_d1_after_retention: retention.d1_after.per_delivery,
     bytes_per_delivery_d1_after: last.d1_after.per_delivery,
     webhook_delivery_bytes_per_delivery_after: Math.round(last.webhook_delivery_bytes_after / r.deliveries),
+    delivery_body_bytes_per_delivery_before: r.delivery_body_bytes_per_delivery,
+    delivery_body_bytes_per_delivery_after_retention: Math.round(retention.delivery_body_bytes_after / r.deliveries),
+    delivery_body_bytes_per_delivery_after: Math.round(last.delivery_body_bytes_after / r.deliveries),
     bytes_per_delivery_r2: a.stages.reduce((x, s) => x + s.bytes, 0) / Math.max(1, a.stages.reduce((x, s) => x + s.archived, 0)),
     r2_listed: last.bucket_after,
     stages: a.stages.map((s) => ({ name: s.name, before: s.before, archived: s.archived, calls: s.calls, seconds: s.seconds, failed: s.failed, connection_resets_retried: s.connection_resets_retried, last_state: s.last_state, objects: s.objects, bytes: s.bytes, r2_bytes_per_archived_delivery: s.r2_bytes_per_archived_delivery })),
@@ -393,7 +423,7 @@ if (archived.length) {
 const line = (r, k) => `${String(r[k].rows_read).padStart(6)} rows read, ${String(r[k].rows_written).padStart(4)} written, ${String(r[k].wall_ms_median).padStart(6)} ms (D1 ${r[k].sql_ms_median} ms)`;
 console.log(`\ngrowth: ${PER_DAY} deliveries a day; medians of ${ROUNDS} rounds`);
 for (const r of results.sizes) {
-  console.log(`\n${r.deliveries.toLocaleString("en")} deliveries (${r.filled.days_of_history} days), ${(r.d1_bytes / 1e6).toFixed(1)} MB in D1, ${r.bytes_per_delivery} bytes per delivery (${r.webhook_delivery_bytes_per_delivery} in webhook_delivery and its indexes; bodies ${Math.round(r.filled.body_bytes_avg)} B)`);
+  console.log(`\n${r.deliveries.toLocaleString("en")} deliveries (${r.filled.days_of_history} days), ${(r.d1_bytes / 1e6).toFixed(1)} MB in D1, ${r.bytes_per_delivery} bytes per delivery (${r.webhook_delivery_bytes_per_delivery} in webhook_delivery and its indexes, ${r.delivery_body_bytes_per_delivery} in delivery_body; bodies ${Math.round(r.filled.body_bytes_avg)} B)`);
   console.log(`  GET /admin/api/metrics        ${line(r, "metrics")}`);
   console.log(`  GET /admin/api/metrics (prom) ${line(r, "metrics_prometheus")}`);
   console.log(`  one alert run (the cron)      ${line(r, "alert_run")}`);
@@ -412,6 +442,15 @@ if (results.sizes.length >= 2) {
   for (const k of ["metrics", "metrics_prometheus", "alert_run"]) {
     results[`${k}_same_rows_read`] = a[k].rows_read === b[k].rows_read;
     console.log(`${k}: rows read ${a[k].rows_read} → ${b[k].rows_read} (${a[k].rows_read === b[k].rows_read ? "the same" : "NOT the same"})`);
+  }
+  // after the daily run (the retention stage): the working set of a receiver whose archive keeps up
+  const kept = (r) => r.archive?.stages[0]?.checks_after;
+  if (kept(a) && kept(b)) {
+    for (const k of ["metrics", "alert_run"]) {
+      const [x, y] = [kept(a)[k], kept(b)[k]];
+      results[`${k}_same_rows_read_archive_kept_up`] = x.rows_read === y.rows_read;
+      console.log(`${k}, the archive kept up: rows read ${x.rows_read} → ${y.rows_read} (${x.rows_read === y.rows_read ? "the same" : "NOT the same"}), ${x.wall_ms_median} → ${y.wall_ms_median} ms`);
+    }
   }
 }
 await mkdir(path.join(ROOT, "bench/results"), { recursive: true });

@@ -284,7 +284,11 @@ def main():
         "health_samples": q("SELECT count(*) FROM health_sample"),
         "alerts": q("SELECT count(*) FROM alert"),
         "reconciliation_runs": q("SELECT count(*) FROM reconciliation_run"),
-        "body_bytes_avg": q("SELECT avg(length(body)) FROM webhook_delivery"),
+        # a body is in its own row since migration 0013 (the move trigger), or in the delivery's
+        "body_bytes_avg": q(
+            "SELECT avg(length(coalesce(nullif(d.body, ''), b.body))) FROM webhook_delivery d "
+            "LEFT JOIN delivery_body b ON b.received_at = d.received_at AND b.event_id = d.event_id"
+        ),
         "days_of_history": round(SPAN / 86400, 1),
     }
     conn.close()
