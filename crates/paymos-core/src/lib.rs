@@ -13,6 +13,7 @@ pub mod ladder;
 pub mod license;
 pub mod machine;
 pub mod outbound;
+pub mod receive_log;
 pub mod rows;
 pub mod setting;
 pub mod signature;

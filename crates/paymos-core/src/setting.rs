@@ -1,5 +1,6 @@
-//! Numeric settings (wrangler.toml vars, `.dev.vars`). A value that does not parse, or lies
-//! outside what the setting can mean, is never used silently: the value used instead and why
+//! Numeric settings and settings that name one of a few choices (wrangler.toml vars,
+//! `.dev.vars`). A value that does not parse, or lies outside what the setting can mean, is
+//! never used silently: the value used instead and why
 //! are said (interface §4: "says so … instead of failing silently"). A tolerance of `-5` used
 //! as given would refuse every delivery with 401, which the sender reads as a bad signature.
 
@@ -70,6 +71,50 @@ impl<T: FromStr + PartialOrd + Copy + Display> Numeric<T> {
                     self.name, self.default
                 )),
             },
+        }
+    }
+}
+
+/// A setting that is one of a few words (`RECEIVE_LOG = "all"`): its name, its default and
+/// every word it takes, each with the value it means.
+#[derive(Debug, Clone, Copy)]
+pub struct Choice<T: 'static> {
+    pub name: &'static str,
+    pub default: T,
+    pub choices: &'static [(&'static str, T)],
+}
+
+impl<T: Copy + PartialEq> Choice<T> {
+    /// `raw` is the binding's text, trimmed and matched exactly (as `PAYMOS_MODE` is); unset or
+    /// blank means the default, said nowhere. Any other word is the default, and said: a value
+    /// the Worker cannot read must not stop it from doing its work.
+    pub fn read(&self, raw: Option<&str>) -> Read<T> {
+        let Some(raw) = raw.map(str::trim).filter(|r| !r.is_empty()) else {
+            return Read {
+                value: self.default,
+                warning: None,
+            };
+        };
+        if let Some((_, value)) = self.choices.iter().find(|(word, _)| *word == raw) {
+            return Read {
+                value: *value,
+                warning: None,
+            };
+        }
+        let shown: String = raw.chars().take(40).collect();
+        let words: Vec<&str> = self.choices.iter().map(|(word, _)| *word).collect();
+        let default = self
+            .choices
+            .iter()
+            .find(|(_, value)| *value == self.default)
+            .map_or("", |(word, _)| *word);
+        Read {
+            value: self.default,
+            warning: Some(format!(
+                "{} is {shown:?}, which is not one of {}: the default {default} is used",
+                self.name,
+                words.join(", ")
+            )),
         }
     }
 }
@@ -163,5 +208,64 @@ mod tests {
         let r = TOLERANCE.read(Some(&"9".repeat(500)));
         assert_eq!(r.value, 300);
         assert!(r.warning.unwrap().len() < 150);
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Level {
+        Loud,
+        Quiet,
+    }
+    const LEVEL: Choice<Level> = Choice {
+        name: "LEVEL",
+        default: Level::Loud,
+        choices: &[("loud", Level::Loud), ("quiet", Level::Quiet)],
+    };
+
+    #[test]
+    fn a_choice_unset_or_blank_is_the_default_without_a_word() {
+        for raw in [None, Some(""), Some(" \t ")] {
+            assert_eq!(
+                LEVEL.read(raw),
+                Read {
+                    value: Level::Loud,
+                    warning: None
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_choice_named_is_used_trimmed() {
+        for (raw, want) in [
+            ("quiet", Level::Quiet),
+            (" quiet\n", Level::Quiet),
+            ("loud", Level::Loud),
+        ] {
+            assert_eq!(
+                LEVEL.read(Some(raw)),
+                Read {
+                    value: want,
+                    warning: None
+                },
+                "{raw:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn any_other_word_is_the_default_and_said() {
+        let r = LEVEL.read(Some("QUIET"));
+        assert_eq!(r.value, Level::Loud);
+        assert_eq!(
+            r.warning.as_deref(),
+            Some(r#"LEVEL is "QUIET", which is not one of loud, quiet: the default loud is used"#)
+        );
+        for raw in ["quiet please", "1", "q"] {
+            let r = LEVEL.read(Some(raw));
+            assert_eq!(r.value, Level::Loud, "{raw}");
+            assert!(r.warning.is_some(), "{raw}");
+        }
+        let long = LEVEL.read(Some(&"x".repeat(500)));
+        assert!(long.warning.unwrap().len() < 150);
     }
 }
