@@ -1,5 +1,6 @@
 //! Configuration read from the Worker's bindings (wrangler.toml vars, secrets, .dev.vars).
 
+use paymos_core::receive_log::ReceiveLog;
 use paymos_core::setting::{Numeric, Outside, Read};
 use paymos_core::signature::{SecretSet, SignatureError, DEFAULT_TOLERANCE_SECONDS};
 use paymos_core::standard_webhooks::{SecretError, WebhookSecret};
@@ -158,9 +159,16 @@ const DATABASE_SIZE_LIMIT: Numeric<u64> = Numeric {
     outside: Outside::Default,
 };
 
-/// Every numeric setting not used as given: said in `warnings`, and logged by the cron.
+/// `RECEIVE_LOG` as read from its binding (`paymos_core::receive_log`).
+fn receive_log(env: &Env) -> Read<ReceiveLog> {
+    paymos_core::receive_log::SETTING.read(string(env, "RECEIVE_LOG").as_deref())
+}
+
+/// Every numeric or named setting not used as given: said in `warnings`, and logged by the
+/// cron.
 pub fn setting_warnings(env: &Env) -> Vec<String> {
     [
+        receive_log(env).warning,
         number_warning(env, &TOLERANCE),
         number_warning(env, &MAX_BODY),
         number_warning(env, &SWEEP_AFTER),
@@ -193,6 +201,8 @@ pub struct ReceiveConfig {
     pub secret_ids: Vec<String>,
     pub tolerance_seconds: i64,
     pub max_body_bytes: usize,
+    /// which deliveries write their `receive` log line (`RECEIVE_LOG`)
+    pub receive_log: ReceiveLog,
     /// `secrets` imported into WebCrypto for large bodies (`webcrypto::import_keys`), on the
     /// first large delivery; `None` without WebCrypto.
     pub webcrypto_keys: std::cell::OnceCell<Option<crate::webcrypto::HmacKeys>>,
@@ -208,8 +218,9 @@ pub fn receive_config(env: &Env) -> Result<std::rc::Rc<ReceiveConfig>, Signature
     }
     let secrets = secrets(env)?;
     let (tolerance, max_body) = (read(env, &TOLERANCE), read(env, &MAX_BODY));
+    let log = receive_log(env);
     // said once per isolate here (every request reads the kept config), and by every cron
-    for warning in [&tolerance.warning, &max_body.warning]
+    for warning in [&tolerance.warning, &max_body.warning, &log.warning]
         .into_iter()
         .flatten()
     {
@@ -224,6 +235,7 @@ pub fn receive_config(env: &Env) -> Result<std::rc::Rc<ReceiveConfig>, Signature
         secrets,
         tolerance_seconds: tolerance.value,
         max_body_bytes: max_body.value,
+        receive_log: log.value,
         webcrypto_keys: std::cell::OnceCell::new(),
     });
     Ok(RECEIVE.with(|c| c.get_or_init(|| config).clone()))

@@ -3,6 +3,7 @@
 use crate::error::{AppError, AppResult};
 use crate::queue::{self, DeliveryMessage};
 use crate::{config, sql};
+use paymos_core::receive_log::ReceiveLog;
 use paymos_core::{is_valid_event_id, parse_envelope, signature};
 use wasm_bindgen::prelude::Closure;
 use wasm_bindgen::{JsCast, JsValue};
@@ -17,6 +18,9 @@ struct Head {
     attempt: Option<u32>,
     signature: Option<String>,
     content_length: Option<u64>,
+    /// which outcomes write the log line: `all` until the configuration is read (a
+    /// configuration fault is logged whatever `RECEIVE_LOG` says)
+    log: ReceiveLog,
 }
 
 impl Head {
@@ -28,6 +32,7 @@ impl Head {
             attempt: header(&headers, "X-Webhook-Attempt").and_then(|a| a.trim().parse().ok()),
             signature: header(&headers, "X-Webhook-Signature"),
             content_length: header(&headers, "Content-Length").and_then(|v| v.trim().parse().ok()),
+            log: ReceiveLog::All,
         }
     }
 }
@@ -39,11 +44,12 @@ impl Head {
 /// `Request`: converting one reads the `cf` object and the method and copies the path on
 /// every request, which a CPU profile of this path showed among its costs.
 pub async fn receive(req: web_sys::Request, env: &Env) -> worker::Result<Response> {
-    let head = Head::of(&req);
+    let mut head = Head::of(&req);
     let config = match config::receive_config(env) {
         Ok(config) => config,
         Err(e) => return refuse(e.into(), &head),
     };
+    head.log = config.receive_log;
     let max = config.max_body_bytes;
     if head.content_length.is_some_and(|n| n > max as u64) {
         return refuse(AppError::PayloadTooLarge, &head);
@@ -70,7 +76,8 @@ pub fn receive_fast(
     done: impl FnOnce() + 'static,
 ) -> Option<JsValue> {
     let config = config::receive_config(env).ok()?;
-    let head = Head::of(req);
+    let mut head = Head::of(req);
+    head.log = config.receive_log;
     if head.content_length? > config.max_body_bytes as u64 {
         return None;
     }
@@ -283,13 +290,18 @@ thread_local! {
     };
 }
 
-/// Counts a refusal and writes the delivery's log line.
+/// Counts a refusal and writes the delivery's log line, unless `RECEIVE_LOG` leaves this
+/// outcome out (a duplicate under `except_duplicates`: its count under its secret was taken
+/// when its signature verified, `accepted`, whatever this setting says).
 fn record(result: Result<&Received, &AppError>, head: &Head) {
     // refusals are counted in the isolate, never with a D1 write each (interface §9)
     if let Err(e) = result {
         if matches!(e.status(), 400 | 401 | 413) {
             crate::counters::refused(e.status(), e.code());
         }
+    }
+    if !head.log.writes(matches!(result, Ok(r) if r.duplicate)) {
+        return;
     }
     let duration_ms = Date::now().as_millis().saturating_sub(head.started);
     let line = log_line(result, head.header_id.as_deref(), head.attempt, duration_ms);
