@@ -4,6 +4,8 @@
 // For comparing two builds of ours while developing, e.g.
 //   cp -r build bench/ab-builds/base   # (bench/ab-builds/ is not committed)
 //   node bench/ab.mjs bench/ab-builds/base/index.js build/index.js --mode duplicate --concurrency 16
+// or one build under two settings (vars given as NAME=value, several separated by commas):
+//   node bench/ab.mjs build/index.js build/index.js --b-vars RECEIVE_LOG=except_duplicates --mode duplicate
 // npm run bench uses the same pairing (bench/run.mjs) for ours against the JS receiver.
 import { readFile, readdir } from "node:fs/promises";
 import path from "node:path";
@@ -72,8 +74,8 @@ export async function workerdCpuSeconds() {
  * tiered up (for ours, the whole wasm module; for the JS receiver, its functions), as in an
  * isolate that has served requests before. What a cold isolate costs is measured apart.
  */
-export async function measureOnce(script, mode, concurrency, seconds, warmup = 0) {
-  const w = await startBenchWorker(script);
+export async function measureOnce(script, mode, concurrency, seconds, warmup = 0, vars = {}) {
+  const w = await startBenchWorker(script, vars);
   try {
     if (warmup > 0) await load(`${w.url}/webhooks/paymos`, mode, concurrency, ["--duration-seconds", String(warmup)]);
     const cpu0 = await workerdCpuSeconds();
@@ -93,15 +95,19 @@ export const median = (xs) => {
 };
 
 /**
- * `rounds` paired rounds over `scripts` (an object key → script), the order reversed every
- * other round. Returns every run and, per key, the median req/s, p50 and p99.
+ * `rounds` paired rounds over `scripts` (an object key → script, or → `{ script, vars }` for a
+ * script under its own vars), the order reversed every other round. Returns every run and,
+ * per key, the median req/s, p50 and p99.
  */
 export async function paired(scripts, { mode, concurrency, seconds, rounds, warmup = 0 }) {
   const keys = Object.keys(scripts);
   const runs = Object.fromEntries(keys.map((k) => [k, []]));
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 ? [...keys].reverse() : keys;
-    for (const k of order) runs[k].push(await measureOnce(scripts[k], mode, concurrency, seconds, warmup));
+    for (const k of order) {
+      const { script, vars } = typeof scripts[k] === "string" ? { script: scripts[k], vars: {} } : scripts[k];
+      runs[k].push(await measureOnce(script, mode, concurrency, seconds, warmup, vars));
+    }
   }
   const summary = Object.fromEntries(
     keys.map((k) => [
@@ -147,12 +153,28 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const { opt, positional } = commandLine();
   const [a, b] = positional;
   if (!a || !b) {
-    console.error("usage: node bench/ab.mjs A.js B.js [--mode new|duplicate] [--concurrency N] [--seconds S] [--rounds R] [--warmup S]");
+    console.error("usage: node bench/ab.mjs A.js B.js [--mode new|duplicate] [--concurrency N] [--seconds S] [--rounds R] [--warmup S] [--a-vars NAME=value,...] [--b-vars NAME=value,...]");
     process.exit(2);
   }
+  /** `NAME=value,NAME=value` as an object (a value may hold `=`, not `,`). */
+  const vars = (text) =>
+    Object.fromEntries(
+      (text ?? "")
+        .split(",")
+        .filter(Boolean)
+        .map((kv) => {
+          const i = kv.indexOf("=");
+          if (i <= 0) {
+            console.error(`not NAME=value: ${kv}`);
+            process.exit(2);
+          }
+          return [kv.slice(0, i), kv.slice(i + 1)];
+        }),
+    );
+  const arms = { A: { script: a, vars: vars(opt("a-vars")) }, B: { script: b, vars: vars(opt("b-vars")) } };
   const cfg = { mode: opt("mode", "new"), concurrency: Number(opt("concurrency", 16)), seconds: Number(opt("seconds", 4)), rounds: Number(opt("rounds", 4)), warmup: Number(opt("warmup", 0)) };
-  const res = await paired({ A: a, B: b }, cfg);
-  for (const k of ["A", "B"]) console.log(k, res.summary[k]);
+  const res = await paired(arms, cfg);
+  for (const k of ["A", "B"]) console.log(k, arms[k].vars, res.summary[k]);
   const q = pairedRatio(res, "B", "A");
   console.log(`B ÷ A req/s: median ${q.median.toFixed(3)} (rounds ${q.rounds.map((x) => x.toFixed(2)).join(", ")}) ${JSON.stringify(cfg)}`);
   const c = pairedRatio(res, "B", "A", (x) => x.runtime_cpu_us_per_request);
