@@ -79,11 +79,39 @@ const WEBHOOK_PATH: &str = "/webhooks/paymos";
 /// After a reply: the isolate's counters, written `COUNTERS_FLUSH_SECONDS` after the first
 /// count since the last write, in a `waitUntil` registered only by the reply that schedules
 /// that write, not a promise per request (counters.rs).
+///
+/// The wait is a plain JS timer and the write's future is made only when it fires: a future
+/// that awaits the delay itself (`worker::Delay`, then the write) is polled at once, so a fresh
+/// isolate's first delivery compiled the whole write's state machine and the futures
+/// executor (about 30 KB of Liftoff code, 8 % of what that request compiles) for a write
+/// 20 s away (bench/README.md, "Cold start").
 fn after_reply(env: Env, ctx: worker::worker_sys::Context) {
     if counters::schedule_flush() {
         let after = config::counters_flush_seconds(&env);
-        worker::Context::new(ctx).wait_until(async move { counters::flush(&env, after).await });
+        let write = receive::settle(&timer(after), move |_| {
+            worker::wasm_bindgen_futures::future_to_promise(async move {
+                counters::flush(&env).await;
+                Ok(wasm_bindgen::JsValue::UNDEFINED)
+            })
+            .into()
+        });
+        use wasm_bindgen::JsCast;
+        let _ = ctx.wait_until(write.unchecked_ref());
     }
+}
+
+#[wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_name = setTimeout)]
+    fn set_timeout(callback: &worker::js_sys::Function, ms: f64) -> wasm_bindgen::JsValue;
+}
+
+/// A promise that resolves `seconds` from now (`setTimeout`).
+fn timer(seconds: u32) -> wasm_bindgen::JsValue {
+    worker::js_sys::Promise::new(&mut |resolve, _| {
+        set_timeout(&resolve, f64::from(seconds) * 1000.0);
+    })
+    .into()
 }
 
 /// A reply as the runtime takes it; a reply that cannot be built is a logged 500, as the
@@ -110,7 +138,14 @@ fn into_js_reply(resp: Result<Response>) -> wasm_bindgen::JsValue {
 /// The path of a serialized WHATWG URL (`Request.url`) without parsing it again: the first `/`
 /// after the host begins the path, in which `?` and `#` are always percent-encoded.
 fn path_of(url: &str) -> &str {
-    let Some(host_start) = url.find("://").map(|i| i + 3) else {
+    // bytes, not `str::find("://")`, whose substring searcher is code compiled on a fresh
+    // isolate's first request for this alone
+    let Some(host_start) = url
+        .as_bytes()
+        .windows(3)
+        .position(|w| w == b"://")
+        .map(|i| i + 3)
+    else {
         return url;
     };
     match url[host_start..].find('/') {
@@ -243,7 +278,7 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     archive::scheduled(&env, event.cron() == RECONCILE_CRON, archive_share).await;
     // this isolate's counters first, so the alerts see them; then the alerts, last: a failing
     // alert webhook never holds back the sweepers
-    counters::flush(&env, 0).await;
+    counters::flush(&env).await;
     if let Err(e) = alerts::evaluate(&env).await {
         log::line("alerts", "-", "error", Some(e.code()));
     }
