@@ -80,9 +80,14 @@ impl DeliveryMessage {
     /// cache and its code were compiled on a fresh isolate's first delivery only for this
     /// (bench/README.md, "Cold start"). The consumer reads it back with serde.
     fn to_js(&self) -> worker::Result<JsValue> {
+        // every field named: a field added to the message does not compile until it is here
+        let DeliveryMessage {
+            event_id,
+            generation,
+        } = self;
         let object = js_sys::Object::new();
-        js_sys::Reflect::set(&object, &"event_id".into(), &self.event_id.as_str().into())?;
-        if let Some(generation) = self.generation {
+        js_sys::Reflect::set(&object, &"event_id".into(), &event_id.as_str().into())?;
+        if let Some(generation) = *generation {
             // a replay count: far inside the integers a number holds exactly
             js_sys::Reflect::set(&object, &"generation".into(), &(generation as f64).into())?;
         }
