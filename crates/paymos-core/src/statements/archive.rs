@@ -83,6 +83,18 @@ statement!(
      ORDER BY received_at, event_id"
 );
 
+/// The deliveries a chunk's removal takes, from `?1` (each line's event id → the processed_at
+/// written in its line): still unarchived, and processed exactly as their line says, so a
+/// delivery replayed (or replayed and processed again) since it was loaded keeps its body.
+/// One text for DROP_BODY_ROWS and REMOVE_ARCHIVED_BODIES, which must take the same rows
+/// (0013's triggers refuse to archive a delivery whose body row is left).
+macro_rules! removed_by_chunk {
+    () => {
+        "event_id IN (SELECT key FROM json_each(?1)) AND archived_at IS NULL \
+         AND processed_at = json_extract(?1, '$.\"' || event_id || '\"')"
+    };
+}
+
 statement!(
     DROP_BODY_ROWS,
     ["processed_at_by_event_id"],
@@ -92,23 +104,22 @@ statement!(
     // removal, since the database refuses to mark archived a delivery whose body row is
     // still there (0013's triggers).
     "DELETE FROM delivery_body WHERE (received_at, event_id) IN ( \
-       SELECT received_at, event_id FROM webhook_delivery \
-       WHERE event_id IN (SELECT key FROM json_each(?1)) AND archived_at IS NULL \
-         AND processed_at = json_extract(?1, '$.\"' || event_id || '\"'))"
+       SELECT received_at, event_id FROM webhook_delivery WHERE ",
+    removed_by_chunk!(),
+    ")"
 );
 
 statement!(
     REMOVE_ARCHIVED_BODIES,
     ["processed_at_by_event_id", "archive_key"],
-    // Only once the object is written and read back. `?1` maps each line's event id to the
-    // processed_at written in its line: a delivery replayed (or replayed and processed again)
-    // since it was loaded keeps its body, and its line in the object is simply not pointed to.
+    // Only once the object is written and read back, the rows `removed_by_chunk!` names: a
+    // delivery replayed since it was loaded keeps its body, and its line in the object is
+    // simply not pointed to.
     "UPDATE webhook_delivery SET body = '', archived_at = ",
     now!(),
-    ", archive_key = ?2 \
-     WHERE event_id IN (SELECT key FROM json_each(?1)) AND archived_at IS NULL \
-       AND processed_at = json_extract(?1, '$.\"' || event_id || '\"') \
-     RETURNING event_id"
+    ", archive_key = ?2 WHERE ",
+    removed_by_chunk!(),
+    " RETURNING event_id"
 );
 
 statement!(
