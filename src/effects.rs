@@ -16,7 +16,7 @@ use paymos_core::actors::sweep::{Chunks, Kind, CHUNK};
 use paymos_core::actors::Answer;
 use paymos_core::rows::{DispatchRow, StartedAttempt};
 use paymos_core::standard_webhooks;
-use paymos_core::statements::{self as st, Arg};
+use paymos_core::statements::{self as st, Arg, Bound};
 use std::time::Duration;
 use worker::{
     AbortController, D1Database, Date, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
@@ -46,7 +46,7 @@ pub async fn send_released(env: &Env, released: &[String]) {
 /// At most this many of a transaction's released effects are dispatched inline (one wave of
 /// POSTs); the rest go on the queue, so that a slow order system cannot hold a consumer's
 /// invocation for long.
-const INLINE_DISPATCH: usize = SIMULTANEOUS_POSTS;
+const INLINE_DISPATCH: usize = dispatch::SIMULTANEOUS_POSTS;
 
 /// The first dispatch of what a consumer's committed transaction released, in the same
 /// invocation, right after the commit: a customer waits for the license code, and the queue's
@@ -158,9 +158,6 @@ pub async fn post_signed(
     }
 }
 
-/// Cloudflare's limit of simultaneous open connections per invocation.
-const SIMULTANEOUS_POSTS: usize = 6;
-
 /// Where effects go, from the configuration: posted, pulled, or waiting on a fix.
 fn push(order_system: &Result<Option<SignedEndpoint>, ConfigError>) -> Push {
     match order_system {
@@ -221,57 +218,56 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
     answer(env, &readable, replies).await
 }
 
-/// Walks the batch through its steps until it says how to answer the messages.
-async fn drive(
-    db: &D1Database,
-    batch: &mut dispatch::Batch,
-    order_system: &Result<Option<SignedEndpoint>, ConfigError>,
-) -> sql::DbResult<Vec<dispatch::Reply>> {
-    loop {
-        match batch.next(now_seconds()) {
-            dispatch::Step::Load(b) => {
-                let rows = sql::all_rows::<DispatchRow>(db, b).await?;
-                batch.loaded(rows, now_seconds());
-            }
-            dispatch::Step::Start(b) => {
-                let rows = sql::all_rows::<StartedAttempt>(db, b).await?;
-                batch.started(rows);
-            }
-            dispatch::Step::Post(posts) => {
-                let endpoint = order_system.as_ref().ok().and_then(Option::as_ref);
-                let timeout_ms = batch.settings().timeout_ms;
-                post_all(batch, endpoint, posts, timeout_ms).await;
-            }
-            dispatch::Step::Record(statements) => {
-                let wrote = sql::record_dispatch_outcomes(db, &statements).await?;
-                batch.recorded(wrote);
-            }
-            dispatch::Step::Answer(replies) => return Ok(replies),
-            dispatch::Step::Done => return Ok(Vec::new()),
-        }
-    }
+/// The dispatcher's I/O in a Worker: D1, and the order system over `fetch`.
+struct Worker<'a> {
+    db: &'a D1Database,
+    endpoint: Option<&'a SignedEndpoint>,
+    timeout_ms: u64,
 }
 
-/// The POSTs, in waves of at most SIMULTANEOUS_POSTS: a Worker invocation keeps 6 connections
-/// open at once and queues the rest, and a queued request's timeout would run while it waits.
-async fn post_all(
-    batch: &mut dispatch::Batch,
-    endpoint: Option<&SignedEndpoint>,
-    posts: Vec<(String, String)>,
-    timeout_ms: u64,
-) {
-    for wave in posts.chunks(SIMULTANEOUS_POSTS) {
-        let results = futures_util::future::join_all(wave.iter().map(|(id, body)| async move {
+impl dispatch::Io for Worker<'_> {
+    type Error = sql::DbError;
+
+    fn now(&self) -> i64 {
+        now_seconds()
+    }
+
+    async fn load(&mut self, b: Bound<'static>) -> sql::DbResult<Vec<DispatchRow>> {
+        sql::all_rows(self.db, b).await
+    }
+
+    async fn start(&mut self, b: Bound<'static>) -> sql::DbResult<Vec<StartedAttempt>> {
+        sql::all_rows(self.db, b).await
+    }
+
+    async fn post(&mut self, wave: &[(String, String)]) -> Vec<Result<(), PostError>> {
+        let (endpoint, timeout_ms) = (self.endpoint, self.timeout_ms);
+        futures_util::future::join_all(wave.iter().map(|(id, body)| async move {
             match endpoint {
                 Some(endpoint) => post_signed(endpoint, id, body.clone(), timeout_ms).await,
                 None => Err(PostError::NotConfigured),
             }
         }))
-        .await;
-        for ((id, _), result) in wave.iter().zip(results) {
-            batch.posted(id, result);
-        }
+        .await
     }
+
+    async fn record(&mut self, statements: Vec<Bound<'static>>) -> sql::DbResult<Vec<bool>> {
+        sql::record_dispatch_outcomes(self.db, &statements).await
+    }
+}
+
+/// The core's driver (`dispatch::drive`) over D1 and `fetch`.
+async fn drive(
+    db: &D1Database,
+    batch: &mut dispatch::Batch,
+    order_system: &Result<Option<SignedEndpoint>, ConfigError>,
+) -> sql::DbResult<Vec<dispatch::Reply>> {
+    let mut io = Worker {
+        db,
+        endpoint: order_system.as_ref().ok().and_then(Option::as_ref),
+        timeout_ms: batch.settings().timeout_ms,
+    };
+    dispatch::drive(batch, &mut io).await
 }
 
 /// Answers each message as the core said, with its log line.

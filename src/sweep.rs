@@ -1,10 +1,11 @@
 //! Drives the core's chunked actors (`paymos_core::actors::sweep::Chunks`): the deliveries
 //! sweeper, the effects sweeper and an operator's bulk replay, over D1 and the queues.
 
-use crate::error::AppResult;
+use crate::error::{AppError, AppResult};
 use crate::queue::{self, DeliveryMessage};
 use crate::sql;
-use paymos_core::actors::sweep::{Chunks, Claimed, Step, Summary};
+use paymos_core::actors::archive::ArchivedInChunk;
+use paymos_core::actors::sweep::{self, Chunks, Claimed, Summary};
 use paymos_core::statements::Bound;
 use worker::{D1Database, Date, Env};
 
@@ -33,51 +34,71 @@ pub async fn drive(
 pub async fn drive_recorded(
     env: &Env,
     db: &D1Database,
-    mut chunks: Chunks,
+    chunks: Chunks,
     to: Queue,
     millis: Option<u64>,
-    mut first: Option<Bound<'_>>,
+    first: Option<Bound<'_>>,
 ) -> AppResult<Summary> {
-    let started = Date::now().as_millis();
-    loop {
-        match chunks.step() {
-            Step::Claim(b) => {
-                let out_of_time =
-                    millis.is_some_and(|m| Date::now().as_millis().saturating_sub(started) >= m);
-                if out_of_time {
-                    chunks.claimed(Vec::new());
-                    continue;
-                }
-                // one transaction; the claim's rows are its last statement's, and a bulk
-                // replay's audit row follows them in its first claim's batch
-                let claim_at = b.len() - 1;
-                let mut b: Vec<Bound<'_>> = b;
-                if let Some(row) = first.take() {
-                    b.push(row);
-                }
-                let results = sql::run_batch(db, &b).await?;
-                let rows = sql::rows_of::<Claimed>(&results, claim_at)?;
-                chunks.claimed(rows);
-            }
-            // a bulk replay over archived bodies (archive.rs)
-            Step::LookUpArchived(b) => chunks.archived(sql::all_rows(db, b).await?),
-            Step::RestoreAndClaim { archived, claim } => {
-                let rows =
-                    crate::archive::restore_and_claim(env, db, &archived, claim, first.take())
-                        .await?;
-                chunks.claimed(rows);
-            }
-            Step::Send(rows) => {
-                let (sent, err) = send(env, to, rows).await;
-                chunks.sent(sent, err.map(|e| e.to_string()));
-            }
-            Step::Done(summary) => {
-                if let Some(row) = first.take() {
-                    sql::run_batch(db, &[row]).await?;
-                }
-                return Ok(summary);
-            }
+    let mut io = Worker {
+        env,
+        db,
+        to,
+        deadline: millis.map(|m| Date::now().as_millis() + m),
+        first,
+    };
+    let summary = sweep::drive(chunks, &mut io).await?;
+    if let Some(row) = io.first.take() {
+        sql::run_batch(db, &[row]).await?;
+    }
+    Ok(summary)
+}
+
+/// A chunked actor's I/O in a Worker: D1, R2 (a restoring replay) and the queues.
+struct Worker<'a> {
+    env: &'a Env,
+    db: &'a D1Database,
+    to: Queue,
+    /// The wall clock's end for the run (a cron invocation has other work).
+    deadline: Option<u64>,
+    /// The audit row still to write, in the first claim's transaction.
+    first: Option<Bound<'a>>,
+}
+
+impl sweep::Io for Worker<'_> {
+    type Error = AppError;
+
+    fn out_of_time(&self) -> bool {
+        self.deadline.is_some_and(|d| Date::now().as_millis() >= d)
+    }
+
+    async fn claim(&mut self, b: Vec<Bound<'static>>) -> AppResult<Vec<Claimed>> {
+        // one transaction; the claim's rows are its last statement's, and a bulk replay's
+        // audit row follows them in its first claim's batch
+        let claim_at = b.len() - 1;
+        let mut b: Vec<Bound<'_>> = b;
+        if let Some(row) = self.first.take() {
+            b.push(row);
         }
+        let results = sql::run_batch(self.db, &b).await?;
+        Ok(sql::rows_of::<Claimed>(&results, claim_at)?)
+    }
+
+    async fn look_up_archived(&mut self, b: Bound<'static>) -> AppResult<Vec<ArchivedInChunk>> {
+        Ok(sql::all_rows(self.db, b).await?)
+    }
+
+    async fn restore_and_claim(
+        &mut self,
+        archived: Vec<(String, String)>,
+        claim: Vec<Bound<'static>>,
+    ) -> AppResult<Vec<Claimed>> {
+        let first = self.first.take();
+        crate::archive::restore_and_claim(self.env, self.db, &archived, claim, first).await
+    }
+
+    async fn send(&mut self, rows: Vec<Claimed>) -> (usize, Option<String>) {
+        let (sent, err) = send(self.env, self.to, rows).await;
+        (sent, err.map(|e| e.to_string()))
     }
 }
 

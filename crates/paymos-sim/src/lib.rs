@@ -27,6 +27,7 @@ macro_rules! counters {
 }
 
 pub mod clock;
+pub mod coroutine;
 pub mod db;
 pub mod queue;
 pub mod rng;

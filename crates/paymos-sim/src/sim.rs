@@ -146,8 +146,12 @@ enum Actor {
         msg: Msg,
         marked: bool,
     },
-    Sweep {
-        chunks: Box<paymos_core::actors::sweep::Chunks>,
+    /// The deliveries sweeper or a bulk replay: the core's driver, and what its last call
+    /// returned.
+    Chunked {
+        run: sweep::Run,
+        driver: Box<sweep::Sweeper>,
+        returned: Option<crate::coroutine::Returned>,
     },
     Replay {
         d: Option<usize>,
@@ -160,9 +164,6 @@ enum Actor {
     },
     Reconcile {
         walk: Box<paymos_core::actors::reconcile::Walk>,
-    },
-    BulkReplay {
-        chunks: Box<paymos_core::actors::sweep::Chunks>,
     },
 }
 
@@ -787,11 +788,14 @@ impl<'o> Sim<'o> {
             Actor::Receive { d, phase } => self.receive(d, phase),
             Actor::Consume { msgs, batch } => self.consume(msgs, batch),
             Actor::DeadLetter { msg, marked } => self.dead_letter(msg, marked),
-            Actor::Sweep { chunks } => self.sweep(chunks),
+            Actor::Chunked {
+                run,
+                driver,
+                returned,
+            } => self.chunked(run, driver, returned),
             Actor::Replay { d, generation } => self.replay(d, generation),
             Actor::Manual { r, to, order_ref } => self.manual(r, to, order_ref),
             Actor::Reconcile { walk } => self.reconcile(walk),
-            Actor::BulkReplay { chunks } => self.bulk_replay(chunks),
         }
     }
 

@@ -30,6 +30,9 @@
 
 use std::borrow::Cow;
 
+mod drive;
+pub use drive::{drive, Io, SIMULTANEOUS_POSTS};
+
 use crate::actors::Answer;
 use crate::ladder::{effect_retry_delay, wait_for_earlier_delay, EFFECT_RETRY_DELAYS_SECONDS};
 use crate::rows::{DispatchRow, EffectRow, StartedAttempt};

@@ -21,6 +21,9 @@
 
 use std::borrow::Cow;
 
+mod drive;
+pub use drive::{drive, Io};
+
 use serde::Deserialize;
 
 use crate::actors::archive::{restore_cut, ArchivedInChunk};

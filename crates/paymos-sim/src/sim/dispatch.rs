@@ -16,15 +16,15 @@
 
 use std::collections::BTreeMap;
 
-use paymos_core::actors::dispatch::{self, Batch, DeadLetter, PostError, Push, Step};
-use paymos_core::actors::sweep::{Chunks, Claimed, Kind, Step as SweepStep};
+use paymos_core::actors::dispatch::{self, Batch, DeadLetter, PostError, Push, Reply};
 use paymos_core::actors::Answer;
 use paymos_core::rows::{DispatchRow, StartedAttempt};
-use paymos_core::statements::{self as st, Arg};
+use paymos_core::statements::{self as st, Arg, Bound};
 use paymos_core::time::unix_of_iso;
 
-use super::{Sim, CRON_MS, SWEEP_AFTER_SECONDS};
+use super::{Sim, CRON_MS};
 use crate::clock;
+use crate::coroutine::{Coroutine, Port, Resumed, Returned};
 use crate::db::Fault;
 use crate::queue::{Msg, Queue};
 use crate::rng::Rng;
@@ -34,7 +34,7 @@ pub const EFFECTS_MAX_RETRIES: u32 = 20;
 /// The effects dead-letter queue's consumer: the platform's default.
 const EFFECTS_DLQ_MAX_RETRIES: u32 = 3;
 /// `effects::sweep`'s claim size.
-const CLAIM_LIMIT: i64 = 100;
+pub(super) const CLAIM_LIMIT: i64 = 100;
 /// At most this many lane actions in the final effects drain.
 const EFFECTS_DRAIN_MAX: usize = 20_000;
 /// `ORDER_SYSTEM_TIMEOUT_MS`: an answer later than this is a timeout for the dispatcher.
@@ -55,15 +55,74 @@ struct Received {
 #[derive(Debug, Clone)]
 struct Flight {
     id: String,
+    /// Its place in the wave.
+    at: usize,
     until: i64,
+}
+
+/// What the core's dispatcher driver (`dispatch::drive`) asks of the world, one call at a time.
+#[derive(Debug)]
+enum Call {
+    Load(Bound<'static>),
+    Start(Bound<'static>),
+    Post(Vec<(String, String)>),
+    Record(Vec<Bound<'static>>),
+}
+
+/// The driver's answers, and the D1 failure that ended it early.
+type Driven = (Vec<Reply>, Option<String>);
+type Dispatcher = Coroutine<Call, Driven>;
+
+/// The dispatcher's I/O in the simulated world: every call goes to the lane's scheduler.
+struct Io(Port<Call>);
+
+impl dispatch::Io for Io {
+    type Error = String;
+    fn now(&self) -> i64 {
+        clock::now_ms() / 1000
+    }
+    async fn load(&mut self, b: Bound<'static>) -> Result<Vec<DispatchRow>, String> {
+        self.0.call(Call::Load(b)).await
+    }
+    async fn start(&mut self, b: Bound<'static>) -> Result<Vec<StartedAttempt>, String> {
+        self.0.call(Call::Start(b)).await
+    }
+    async fn post(&mut self, wave: &[(String, String)]) -> Vec<Result<(), PostError>> {
+        self.0.call(Call::Post(wave.to_vec())).await
+    }
+    async fn record(&mut self, statements: Vec<Bound<'static>>) -> Result<Vec<bool>, String> {
+        self.0.call(Call::Record(statements)).await
+    }
+}
+
+/// The core's driver over a new batch, as `effects::consume` runs it.
+fn dispatcher(mut batch: Batch) -> Dispatcher {
+    Coroutine::new(|port| async move {
+        match dispatch::drive(&mut batch, &mut Io(port)).await {
+            Ok(replies) => (replies, None),
+            Err(e) => (batch.db_failed(&e), Some(e)),
+        }
+    })
+}
+
+/// Where a dispatcher invocation stands between two actions.
+#[derive(Debug)]
+enum Next {
+    /// Resume its driver with what its last call returned.
+    Resume(Option<Returned>),
+    /// Execute this call (asked at the end of the last action).
+    Execute(Call),
 }
 
 #[derive(Debug)]
 enum DActor {
     Dispatch {
         msgs: Vec<EMsg>,
-        batch: Box<Batch>,
+        driver: Box<Dispatcher>,
+        next: Next,
+        /// A wave's POSTs in the air, and the results of those that landed.
         flights: Vec<Flight>,
+        landed: Vec<Option<Result<(), PostError>>>,
     },
     DeadLetter {
         msg: EMsg,
@@ -220,7 +279,7 @@ impl Sim<'_> {
         }
     }
 
-    fn fx_fault_batch(&mut self, n: usize) -> Fault {
+    pub(super) fn fx_fault_batch(&mut self, n: usize) -> Fault {
         if !self.fx_chaos() {
             return Fault::None;
         }
@@ -401,9 +460,11 @@ impl Sim<'_> {
             LCand::Actor(i) => match self.fx.actors.swap_remove(i) {
                 DActor::Dispatch {
                     msgs,
-                    batch,
+                    driver,
+                    next,
                     flights,
-                } => self.dispatch(msgs, batch, flights),
+                    landed,
+                } => self.dispatch(msgs, driver, next, flights, landed),
                 DActor::DeadLetter { msg, done } => self.fx_dead_letter(msg, done),
             },
             LCand::Dispatch => {
@@ -417,7 +478,8 @@ impl Sim<'_> {
                     .collect();
                 let batch = Batch::new(messages, Push::To, self.fx_settings());
                 self.fx.busy += 1;
-                self.dispatch(msgs, Box::new(batch), Vec::new());
+                let driver = Box::new(dispatcher(batch));
+                self.dispatch(msgs, driver, Next::Resume(None), Vec::new(), Vec::new());
             }
             LCand::DeadLetter => {
                 let msg = self.fx.dlq.take_first(self.now());
@@ -447,138 +509,164 @@ impl Sim<'_> {
 
     // ------------------------------------------------------------------ the dispatcher
 
-    /// One action of a dispatcher invocation: the next step the core's batch asks for, as
-    /// `effects::consume` runs it on D1, with the simulated platform's faults. It may die
-    /// before any step (every message comes back), between an attempt's commit and its
-    /// request included.
-    fn dispatch(&mut self, msgs: Vec<EMsg>, mut batch: Box<Batch>, mut flights: Vec<Flight>) {
+    /// One action of a dispatcher invocation: a POST's answer lands, or its driver (the
+    /// core's `dispatch::drive`, the Worker's) is resumed to its next call, which is executed
+    /// with the simulated platform's faults. It may die before any action (every message
+    /// comes back), between an attempt's commit and its request included.
+    fn dispatch(
+        &mut self,
+        msgs: Vec<EMsg>,
+        mut driver: Box<Dispatcher>,
+        next: Next,
+        mut flights: Vec<Flight>,
+        mut landed: Vec<Option<Result<(), PostError>>>,
+    ) {
         if self.fx_crash() {
-            let names: Vec<String> = msgs.iter().map(|m| m.body.clone()).collect();
-            let names = self.labels(&names);
             let at = if flights.is_empty() {
                 ""
             } else {
                 " with requests in flight"
             };
-            self.trace(format!(
-                "dispatcher [{names}] died{at}; the messages come back"
-            ));
-            return self.fx_died(msgs);
+            return self.fx_died(msgs, &format!("died{at}"));
         }
         let now = self.now();
         if let Some(i) = flights.iter().position(|f| f.until <= now) {
             // a POST's answer (or its timeout) reaches the dispatcher
             let flight = flights.swap_remove(i);
-            let result = self.order_system(&flight.id);
-            batch.posted(&flight.id, result);
-            return self.fx_park(msgs, batch, flights);
+            landed[flight.at] = Some(self.order_system(&flight.id));
+            let next = if flights.is_empty() {
+                let results: Vec<Result<(), PostError>> =
+                    landed.drain(..).map(|r| r.expect("landed")).collect();
+                Next::Resume(Some(Box::new(results)))
+            } else {
+                next
+            };
+            return self.fx_park(msgs, driver, next, flights, landed);
         }
         if !flights.is_empty() {
-            return self.fx_park(msgs, batch, flights);
+            return self.fx_park(msgs, driver, next, flights, landed);
         }
-        let step = batch.next(now / 1000);
-        match step {
-            Step::Load(b) => {
-                let fault = self.fx_fault_read();
-                let ex = self.db.run(&b, fault);
-                match ex.result.and_then(|r| r[0].to::<DispatchRow>()) {
-                    Ok(rows) => {
-                        for r in &rows {
-                            self.label(&r.effect.id);
+        let call = match next {
+            Next::Execute(call) => call,
+            Next::Resume(returned) => match driver.resume(returned) {
+                Resumed::Asks(call) => call,
+                Resumed::Done(driven) => return self.fx_done(msgs, driven),
+            },
+        };
+        let next = match call {
+            Call::Load(b) => Next::Resume(Some(Box::new(self.fx_load(&b)))),
+            Call::Start(b) => {
+                let started = self.fx_start(&b);
+                if started.is_err() {
+                    Next::Resume(Some(Box::new(started)))
+                } else if self.fx_crash() {
+                    // the requests start at once, in the same invocation, unless it dies
+                    // right here, between the commit and the requests
+                    return self
+                        .fx_died(msgs, "died between its attempts' commit and their requests");
+                } else {
+                    match driver.resume(Some(Box::new(started))) {
+                        Resumed::Asks(Call::Post(wave)) => {
+                            self.fx_take_off(&wave, &mut flights, &mut landed);
+                            Next::Resume(None)
                         }
-                        batch.loaded(rows, now / 1000);
-                        self.trace("dispatcher loaded its batch".into());
-                        self.fx_park(msgs, batch, flights)
-                    }
-                    Err(e) => self.fx_db_failed(msgs, &mut batch, &e),
-                }
-            }
-            Step::Start(b) => {
-                let fault = self.fx_fault_batch(1);
-                let ex = self.db.run(&b, fault);
-                let returned = ex.result.and_then(|r| r[0].to::<StartedAttempt>());
-                if ex.committed {
-                    let ids: Vec<String> = returned
-                        .as_ref()
-                        .map(|r| r.iter().map(|a| a.effect_id.clone()).collect())
-                        .unwrap_or_else(|_| self.started_now(&b));
-                    self.check_started(&ids);
-                }
-                match returned {
-                    Ok(started) => {
-                        let ids: Vec<String> =
-                            started.iter().map(|s| s.effect_id.clone()).collect();
-                        let names = self.labels(&ids);
-                        self.trace(format!(
-                            "dispatcher started {} attempt(s): [{names}]",
-                            started.len()
-                        ));
-                        batch.started(started);
-                        // the requests start at once, in the same invocation, unless it dies
-                        // right here, between the commit and the requests
-                        if self.fx_crash() {
-                            self.trace(
-                                "dispatcher died between its attempts' commit and their requests"
-                                    .into(),
-                            );
-                            return self.fx_died(msgs);
-                        }
-                        if let Step::Post(posts) = batch.next(now / 1000) {
-                            self.fx_take_off(&posts, &mut flights);
-                        } else {
-                            // nothing started: on to the record, at the next action
-                        }
-                        self.fx_park(msgs, batch, flights)
-                    }
-                    Err(e) => self.fx_db_failed(msgs, &mut batch, &e),
-                }
-            }
-            Step::Post(posts) => {
-                // only under the mutation that posts before it starts
-                self.fx_take_off(&posts, &mut flights);
-                self.fx_park(msgs, batch, flights)
-            }
-            Step::Record(statements) => {
-                let fault = self.fx_fault_batch(statements.len());
-                let before = self.dead_candidates(&statements);
-                let ex = self.db.batch(&statements, fault);
-                if ex.committed {
-                    self.check_delivered_received("after the outcome batch");
-                    self.check_dead(&before);
-                }
-                match ex.result {
-                    Ok(rows) => {
-                        self.fx.stats.waited_for_earlier += statements
-                            .iter()
-                            .filter(|b| std::ptr::eq(b.statement, &st::DEFER_EFFECT))
-                            .count();
-                        batch.recorded(rows.iter().map(|r| !r.is_empty()).collect());
-                        self.trace(format!(
-                            "dispatcher recorded {} outcome(s)",
-                            statements.len()
-                        ));
-                        self.fx_park(msgs, batch, flights)
-                    }
-                    Err(e) => {
-                        let e = if ex.committed {
-                            format!("{e} (the outcomes committed)")
-                        } else {
-                            e
-                        };
-                        self.fx_db_failed(msgs, &mut batch, &e)
+                        // nothing started: on to the record, at the next action
+                        Resumed::Asks(call) => Next::Execute(call),
+                        // nothing started, nothing to record
+                        Resumed::Done(driven) => return self.fx_done(msgs, driven),
                     }
                 }
             }
-            Step::Answer(replies) => {
-                self.fx.busy -= 1;
-                self.fx_answer(msgs, replies);
+            Call::Post(wave) => {
+                // a later wave, or the mutation that posts before it starts
+                self.fx_take_off(&wave, &mut flights, &mut landed);
+                Next::Resume(None)
             }
-            Step::Done => self.fx.busy -= 1,
+            Call::Record(statements) => Next::Resume(Some(Box::new(self.fx_record(&statements)))),
+        };
+        self.fx_park(msgs, driver, next, flights, landed)
+    }
+
+    /// The driver ended: each message answered as it said.
+    fn fx_done(&mut self, msgs: Vec<EMsg>, (replies, failure): Driven) {
+        if let Some(why) = failure {
+            self.fx.stats.dispatch_d1_failures += 1;
+            self.trace(format!("dispatcher: {why}; every message retried"));
+        }
+        self.fx.busy -= 1;
+        self.fx_answer(msgs, replies);
+    }
+
+    fn fx_load(&mut self, b: &Bound<'static>) -> Result<Vec<DispatchRow>, String> {
+        let fault = self.fx_fault_read();
+        let rows = self
+            .db
+            .run(b, fault)
+            .result
+            .and_then(|r| r[0].to::<DispatchRow>())?;
+        for r in &rows {
+            self.label(&r.effect.id);
+        }
+        self.trace("dispatcher loaded its batch".into());
+        Ok(rows)
+    }
+
+    /// `START_ATTEMPTS`; what it committed is checked whether or not its caller saw it.
+    fn fx_start(&mut self, b: &Bound<'static>) -> Result<Vec<StartedAttempt>, String> {
+        let fault = self.fx_fault_batch(1);
+        let ex = self.db.run(b, fault);
+        let returned = ex.result.and_then(|r| r[0].to::<StartedAttempt>());
+        if ex.committed {
+            let ids: Vec<String> = returned
+                .as_ref()
+                .map(|r| r.iter().map(|a| a.effect_id.clone()).collect())
+                .unwrap_or_else(|_| self.started_now(b));
+            self.check_started(&ids);
+        }
+        if let Ok(started) = &returned {
+            let ids: Vec<String> = started.iter().map(|s| s.effect_id.clone()).collect();
+            let names = self.labels(&ids);
+            self.trace(format!(
+                "dispatcher started {} attempt(s): [{names}]",
+                started.len()
+            ));
+        }
+        returned
+    }
+
+    /// The outcome batch, checked once it committed.
+    fn fx_record(&mut self, statements: &[Bound<'static>]) -> Result<Vec<bool>, String> {
+        let fault = self.fx_fault_batch(statements.len());
+        let before = self.dead_candidates(statements);
+        let ex = self.db.batch(statements, fault);
+        if ex.committed {
+            self.check_delivered_received("after the outcome batch");
+            self.check_dead(&before);
+        }
+        match ex.result {
+            Ok(rows) => {
+                self.fx.stats.waited_for_earlier += statements
+                    .iter()
+                    .filter(|b| std::ptr::eq(b.statement, &st::DEFER_EFFECT))
+                    .count();
+                self.trace(format!(
+                    "dispatcher recorded {} outcome(s)",
+                    statements.len()
+                ));
+                Ok(rows.iter().map(|r| !r.is_empty()).collect())
+            }
+            Err(e) if ex.committed => Err(format!("{e} (the outcomes committed)")),
+            Err(e) => Err(e),
         }
     }
 
     /// The invocation died: every message it held comes back, after a while.
-    fn fx_died(&mut self, msgs: Vec<EMsg>) {
+    fn fx_died(&mut self, msgs: Vec<EMsg>, how: &str) {
+        let names: Vec<String> = msgs.iter().map(|m| m.body.clone()).collect();
+        let names = self.labels(&names);
+        self.trace(format!(
+            "dispatcher [{names}] {how}; the messages come back"
+        ));
         self.fx.busy -= 1;
         for m in msgs {
             let delay = self.fx.rng.below(30_000) as i64;
@@ -587,36 +675,43 @@ impl Sim<'_> {
     }
 
     /// The invocation goes on at a later action.
-    fn fx_park(&mut self, msgs: Vec<EMsg>, batch: Box<Batch>, flights: Vec<Flight>) {
+    fn fx_park(
+        &mut self,
+        msgs: Vec<EMsg>,
+        driver: Box<Dispatcher>,
+        next: Next,
+        flights: Vec<Flight>,
+        landed: Vec<Option<Result<(), PostError>>>,
+    ) {
         self.fx.actors.push(DActor::Dispatch {
             msgs,
-            batch,
+            driver,
+            next,
             flights,
+            landed,
         });
     }
 
-    /// The requests leave now; each reaches the order system (and its answer the dispatcher)
-    /// after its own latency, up to the timeout.
-    fn fx_take_off(&mut self, posts: &[(String, String)], flights: &mut Vec<Flight>) {
-        for (id, _) in posts {
+    /// A wave's requests leave now; each reaches the order system (and its answer the
+    /// dispatcher) after its own latency, up to the timeout.
+    fn fx_take_off(
+        &mut self,
+        wave: &[(String, String)],
+        flights: &mut Vec<Flight>,
+        landed: &mut Vec<Option<Result<(), PostError>>>,
+    ) {
+        *landed = vec![None; wave.len()];
+        for (at, (id, _)) in wave.iter().enumerate() {
             let l = self.label(id);
             self.check_sent(id);
             let latency = self.fx.rng.below(TIMEOUT_MS as u64) as i64;
             self.trace(format!("dispatcher: POST {l} leaves ({latency} ms)"));
             flights.push(Flight {
                 id: id.clone(),
+                at,
                 until: self.now() + latency,
             });
         }
-    }
-
-    /// A D1 call failed: every message back on the ladder of its own count.
-    fn fx_db_failed(&mut self, msgs: Vec<EMsg>, batch: &mut Batch, why: &str) {
-        self.fx.stats.dispatch_d1_failures += 1;
-        self.trace(format!("dispatcher: {why}; every message retried"));
-        let replies = batch.db_failed(why);
-        self.fx.busy -= 1;
-        self.fx_answer(msgs, replies);
     }
 
     /// Each message answered as the core said.
@@ -875,46 +970,6 @@ impl Sim<'_> {
                     Err(_) => self.trace(format!("effects dead-letter: {l} dropped after {e}")),
                     Ok(()) => self.trace(format!("effects dead-letter: {l} {e}; retry in 60s")),
                 }
-            }
-        }
-    }
-
-    /// `effects::sweep`: the core's sweeper (`actors::sweep`, `CLAIM_EFFECTS('-300 seconds',
-    /// 100)`, send, again while full), at most 3 chunks, in one lane action.
-    fn fx_sweep(&mut self) {
-        let kind = Kind::Effects {
-            older_than: SWEEP_AFTER_SECONDS,
-        };
-        let mut chunks = Chunks::new(kind, CLAIM_LIMIT as u32, 3);
-        loop {
-            match chunks.step() {
-                SweepStep::Claim(b) => {
-                    let fault = match self.fx_fault_batch(1) {
-                        Fault::At(_) => Fault::Before,
-                        f => f,
-                    };
-                    let rows = self.db.batch(&b, fault).result;
-                    match rows.and_then(|r| r.last().cloned().unwrap_or_default().to::<Claimed>()) {
-                        Ok(rows) => {
-                            self.fx.stats.claimed += rows.len();
-                            chunks.claimed(rows);
-                        }
-                        Err(e) => {
-                            self.trace(format!("effects sweeper: claim failed ({e})"));
-                            return;
-                        }
-                    }
-                }
-                SweepStep::Send(rows) => {
-                    let ids: Vec<String> = rows.into_iter().map(|r| r.id).collect();
-                    self.fx_send(&ids, "the sweeper");
-                    chunks.sent(ids.len(), None);
-                }
-                // only a bulk replay restores from the archive
-                SweepStep::LookUpArchived(_) | SweepStep::RestoreAndClaim { .. } => {
-                    unreachable!("the effects sweeper restores nothing")
-                }
-                SweepStep::Done(_) => return,
             }
         }
     }

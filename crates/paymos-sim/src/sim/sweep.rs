@@ -1,10 +1,65 @@
-//! The deliveries sweeper (the 5-minute cron) and an operator's bulk replay as part of the
-//! simulated world: the **core's** chunked actor (`paymos_core::actors::sweep::Chunks`, the
-//! Worker's too) over SQLite, one claim or one send per scheduler step.
+//! The deliveries sweeper (the 5-minute cron), an operator's bulk replay and the effects
+//! sweeper as part of the simulated world: the **core's** driver of its chunked actor
+//! (`paymos_core::actors::sweep::drive` over `Chunks`, the Worker's too) over SQLite. The
+//! deliveries' runs make one call per scheduler step; the effects sweeper runs whole in one
+//! action of its lane.
 
-use paymos_core::actors::sweep::{Chunks, Claimed, Kind, ReplayFilter, Step};
+use paymos_core::actors::archive::ArchivedInChunk;
+use paymos_core::actors::sweep::{self, Chunks, Claimed, Kind, ReplayFilter, Summary};
+use paymos_core::statements::Bound;
 
 use super::{Actor, Sim, Who, SWEEP_AFTER_SECONDS};
+use crate::coroutine::{Coroutine, Port, Resumed, Returned};
+use crate::db::Fault;
+
+/// What the core's driver asks of the world, one call at a time.
+#[derive(Debug)]
+pub(super) enum Call {
+    Claim(Vec<Bound<'static>>),
+    Send(Vec<Claimed>),
+}
+
+pub(super) type Sweeper = Coroutine<Call, Result<Summary, String>>;
+
+/// A chunked run's I/O in the simulated world. It never restores: no replay of the simulated
+/// world is asked to read bodies back from an archive (`Chunks::restoring` is not used).
+struct Io(Port<Call>);
+
+impl sweep::Io for Io {
+    type Error = String;
+    async fn claim(&mut self, b: Vec<Bound<'static>>) -> Result<Vec<Claimed>, String> {
+        self.0.call(Call::Claim(b)).await
+    }
+    async fn look_up_archived(
+        &mut self,
+        _: Bound<'static>,
+    ) -> Result<Vec<ArchivedInChunk>, String> {
+        unreachable!("no replay restores from an archive in the simulation")
+    }
+    async fn restore_and_claim(
+        &mut self,
+        _: Vec<(String, String)>,
+        _: Vec<Bound<'static>>,
+    ) -> Result<Vec<Claimed>, String> {
+        unreachable!("no replay restores from an archive in the simulation")
+    }
+    async fn send(&mut self, rows: Vec<Claimed>) -> (usize, Option<String>) {
+        self.0.call(Call::Send(rows)).await
+    }
+}
+
+pub(super) fn sweeper(chunks: Chunks) -> Box<Sweeper> {
+    Box::new(Coroutine::new(|port| async move {
+        sweep::drive(chunks, &mut Io(port)).await
+    }))
+}
+
+/// Which run of the deliveries' lane.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Run {
+    Sweep,
+    BulkReplay,
+}
 
 impl Sim<'_> {
     /// The cron's sweeper: the seed's chunk size and chunk count (the Worker's are 100 and
@@ -14,7 +69,7 @@ impl Sim<'_> {
             older_than: SWEEP_AFTER_SECONDS,
         };
         let chunks = Chunks::new(kind, self.k.sweep_chunk as u32, self.k.sweep_max_chunks);
-        self.sweep(Box::new(chunks));
+        self.chunked(Run::Sweep, sweeper(chunks), None);
     }
 
     /// `POST /admin/api/deliveries/replay {status}`: chunks of 2, at most 4 per call.
@@ -26,85 +81,119 @@ impl Sim<'_> {
             },
             after: None,
         };
-        self.bulk_replay(Box::new(Chunks::new(kind, 2, 4)));
+        self.chunked(Run::BulkReplay, sweeper(Chunks::new(kind, 2, 4)), None);
     }
 
-    pub(super) fn sweep(&mut self, mut chunks: Box<Chunks>) {
-        if self.chunk_step(&mut chunks, "sweeper", false) {
-            self.actors.push(Actor::Sweep { chunks });
-        } else {
-            self.sweeper_busy = false;
-        }
+    /// One call of a run: a claim or a send. A claim that failed ends the run at the next
+    /// (the invocation ends with a 503 / a logged error, nothing lost).
+    pub(super) fn chunked(
+        &mut self,
+        run: Run,
+        mut driver: Box<Sweeper>,
+        returned: Option<Returned>,
+    ) {
+        let who = match run {
+            Run::Sweep => "sweeper",
+            Run::BulkReplay => "operator: bulk replay",
+        };
+        let returned: Returned = match driver.resume(returned) {
+            Resumed::Done(_) => {
+                self.sweeper_busy &= run != Run::Sweep;
+                return;
+            }
+            Resumed::Asks(Call::Claim(b)) => Box::new(self.claim(&b, who, run)),
+            Resumed::Asks(Call::Send(rows)) => Box::new(self.send_claimed(&rows, who, run)),
+        };
+        let returned = Some(returned);
+        self.actors.push(Actor::Chunked {
+            run,
+            driver,
+            returned,
+        });
     }
 
-    pub(super) fn bulk_replay(&mut self, mut chunks: Box<Chunks>) {
-        if self.chunk_step(&mut chunks, "operator: bulk replay", true) {
-            self.actors.push(Actor::BulkReplay { chunks });
-        }
-    }
-
-    /// One claim or one send; `false` once the run is over (done, or a claim that failed:
-    /// the invocation ends with a 503 / a logged error, nothing lost).
-    fn chunk_step(&mut self, chunks: &mut Chunks, who: &str, replay: bool) -> bool {
-        match chunks.step() {
-            Step::Claim(b) => {
-                let fault = self.fault_write();
-                // one transaction (a replay's chunk after its tally); the rows are the last's
-                let ex = self.db.batch(&b, fault);
-                if ex.committed && replay {
-                    // which rows it reset: the checker looks at every row it may have touched
-                    for d in 0..self.dm.len() {
-                        if self.dm[d].snap.is_some() {
-                            self.touched_d.push((d, Who::MaybeReset));
-                        }
-                    }
-                }
-                match ex
-                    .result
-                    .and_then(|r| r.last().cloned().unwrap_or_default().to::<Claimed>())
-                {
-                    Ok(rows) => {
-                        if replay {
-                            self.stats.replays += rows.len();
-                        }
-                        let names: Vec<String> = rows
-                            .iter()
-                            .map(|r| format!("{} gen {:?}", r.id, r.generation))
-                            .collect();
-                        self.trace(format!("{who}: claimed [{}]", names.join(", ")));
-                        chunks.claimed(rows);
-                        true
-                    }
-                    Err(e) => {
-                        self.trace(format!("{who}: claim failed ({e})"));
-                        false
-                    }
+    /// One transaction (a replay's chunk after its tally); the rows are the last's.
+    fn claim(&mut self, b: &[Bound<'static>], who: &str, run: Run) -> Result<Vec<Claimed>, String> {
+        let fault = self.fault_write();
+        let ex = self.db.batch(b, fault);
+        if ex.committed && run == Run::BulkReplay {
+            // which rows it reset: the checker looks at every row it may have touched
+            for d in 0..self.dm.len() {
+                if self.dm[d].snap.is_some() {
+                    self.touched_d.push((d, Who::MaybeReset));
                 }
             }
-            Step::Send(rows) => {
-                let msgs = rows
+        }
+        let rows = ex
+            .result
+            .and_then(|r| r.last().cloned().unwrap_or_default().to::<Claimed>());
+        match &rows {
+            Ok(rows) => {
+                if run == Run::BulkReplay {
+                    self.stats.replays += rows.len();
+                }
+                let names: Vec<String> = rows
                     .iter()
-                    .map(|r| self.new_msg(self.by_event[&r.id], r.generation))
+                    .map(|r| format!("{} gen {:?}", r.id, r.generation))
                     .collect();
-                let sent = self.send(msgs);
-                if !replay {
-                    self.stats.swept += rows.len();
-                }
-                self.trace(format!(
-                    "{who}: send {}",
-                    if sent.is_ok() { "ok" } else { "failed" }
-                ));
-                match sent {
-                    Ok(()) => chunks.sent(rows.len(), None),
-                    Err(()) => chunks.sent(0, Some("the queue send failed".into())),
-                }
-                true
+                self.trace(format!("{who}: claimed [{}]", names.join(", ")));
             }
-            // the simulated world has no archive, and never asks a replay to restore
-            Step::LookUpArchived(_) | Step::RestoreAndClaim { .. } => {
-                unreachable!("no replay restores from an archive in the simulation")
-            }
-            Step::Done(_) => false,
+            Err(e) => self.trace(format!("{who}: claim failed ({e})")),
         }
+        rows
+    }
+
+    fn send_claimed(&mut self, rows: &[Claimed], who: &str, run: Run) -> (usize, Option<String>) {
+        let msgs = rows
+            .iter()
+            .map(|r| self.new_msg(self.by_event[&r.id], r.generation))
+            .collect();
+        let sent = self.send(msgs);
+        if run == Run::Sweep {
+            self.stats.swept += rows.len();
+        }
+        self.trace(format!(
+            "{who}: send {}",
+            if sent.is_ok() { "ok" } else { "failed" }
+        ));
+        match sent {
+            Ok(()) => (rows.len(), None),
+            Err(()) => (0, Some("the queue send failed".into())),
+        }
+    }
+
+    /// `effects::sweep`: the core's driver (`CLAIM_EFFECTS('-300 seconds', 100)`, send,
+    /// again while full), at most 3 chunks, in one lane action.
+    pub(super) fn fx_sweep(&mut self) {
+        let kind = Kind::Effects {
+            older_than: SWEEP_AFTER_SECONDS,
+        };
+        let mut driver = sweeper(Chunks::new(kind, super::dispatch::CLAIM_LIMIT as u32, 3));
+        let mut returned: Option<Returned> = None;
+        loop {
+            returned = Some(match driver.resume(returned) {
+                Resumed::Done(_) => return,
+                Resumed::Asks(Call::Claim(b)) => Box::new(self.fx_claim(&b)),
+                Resumed::Asks(Call::Send(rows)) => {
+                    let ids: Vec<String> = rows.into_iter().map(|r| r.id).collect();
+                    self.fx_send(&ids, "the sweeper");
+                    Box::new((ids.len(), None::<String>))
+                }
+            });
+        }
+    }
+
+    fn fx_claim(&mut self, b: &[Bound<'static>]) -> Result<Vec<Claimed>, String> {
+        let fault = match self.fx_fault_batch(1) {
+            Fault::At(_) => Fault::Before,
+            f => f,
+        };
+        let rows = self.db.batch(b, fault).result;
+        let rows = rows.and_then(|r| r.last().cloned().unwrap_or_default().to::<Claimed>());
+        match &rows {
+            Ok(rows) => self.fx.stats.claimed += rows.len(),
+            Err(e) => self.trace(format!("effects sweeper: claim failed ({e})")),
+        }
+        rows
     }
 }

@@ -429,3 +429,99 @@ fn a_dead_effect_records_its_last_failure() {
         }
     );
 }
+
+/// An I/O that answers at once and keeps a log of what the driver asked (the driver's
+/// futures never wait on it, so one poll runs them to the end).
+#[derive(Default)]
+struct Recorder {
+    asked: Vec<String>,
+    fail_load: bool,
+}
+
+impl Io for Recorder {
+    type Error = String;
+    fn now(&self) -> i64 {
+        T0
+    }
+    async fn load(&mut self, b: Bound<'static>) -> Result<Vec<DispatchRow>, String> {
+        self.asked.push(b.statement.name.into());
+        if self.fail_load {
+            return Err("D1_ERROR".into());
+        }
+        let Arg::Text(ids) = &b.args[0] else { panic!() };
+        let ids: Vec<String> = serde_json::from_str(ids).unwrap();
+        Ok(ids
+            .iter()
+            .map(|id| {
+                let mut e = effect("settlement");
+                e.id = id.clone();
+                e.resource_id = format!("wd_{id}");
+                row(e)
+            })
+            .collect())
+    }
+    async fn start(&mut self, b: Bound<'static>) -> Result<Vec<StartedAttempt>, String> {
+        self.asked.push(b.statement.name.into());
+        let Arg::Text(ids) = &b.args[0] else { panic!() };
+        let ids: Vec<String> = serde_json::from_str(ids).unwrap();
+        Ok(ids
+            .into_iter()
+            .map(|effect_id| StartedAttempt {
+                effect_id,
+                ..started(1, T0)
+            })
+            .collect())
+    }
+    async fn post(&mut self, wave: &[(String, String)]) -> Vec<Result<(), PostError>> {
+        self.asked.push(format!("POST x{}", wave.len()));
+        wave.iter().map(|_| Ok(())).collect()
+    }
+    async fn record(&mut self, statements: Vec<Bound<'static>>) -> Result<Vec<bool>, String> {
+        self.asked.push(format!("record x{}", statements.len()));
+        Ok(statements.iter().map(|_| false).collect())
+    }
+}
+
+fn run<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => panic!("the recorder never makes the driver wait"),
+    }
+}
+
+#[test]
+fn the_driver_posts_in_waves_of_six_after_the_start() {
+    let ids: Vec<String> = (0..8).map(|i| format!("eff_{i}")).collect();
+    let messages = ids.iter().map(|id| msg(id, 1)).collect();
+    let mut b = Batch::new(messages, Push::To, settings());
+    let mut io = Recorder::default();
+    let replies = run(drive(&mut b, &mut io)).unwrap();
+    assert_eq!(
+        io.asked,
+        [
+            "LOAD_EFFECTS_FOR_DISPATCH",
+            "START_ATTEMPTS",
+            "POST x6",
+            "POST x2",
+            // eight outcomes and the kept count of deliveries
+            "record x9"
+        ]
+    );
+    assert_eq!(replies.len(), 8);
+    assert!(replies.iter().all(|r| r.answer == Answer::Ack));
+}
+
+#[test]
+fn the_driver_stops_at_a_failed_call() {
+    let mut b = Batch::new(vec![msg("eff_1", 1)], Push::To, settings());
+    let mut io = Recorder {
+        fail_load: true,
+        ..Recorder::default()
+    };
+    assert_eq!(run(drive(&mut b, &mut io)), Err("D1_ERROR".to_string()));
+    assert_eq!(io.asked, ["LOAD_EFFECTS_FOR_DISPATCH"]);
+    let replies = b.db_failed("D1_ERROR");
+    assert!(matches!(replies[0].answer, Answer::Retry(_)));
+}
