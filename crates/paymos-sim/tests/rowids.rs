@@ -1,0 +1,277 @@
+//! Migration 0014 (resource_transition and effect without AUTOINCREMENT), applied over a
+//! database filled under 0001..0013: the same columns, constraints, foreign keys and indexes
+//! (compared with what 0013 left, not with a copy of the text), every row kept with its id,
+//! no `sqlite_sequence` row written by an insert any more, and ids that keep increasing from
+//! the largest one. With foreign keys enforced, as D1 always does.
+
+use rusqlite::types::Value;
+use rusqlite::Connection;
+use std::path::PathBuf;
+
+const REBUILT: [&str; 2] = ["resource_transition", "effect"];
+const MIGRATION: &str = "0014_no_autoincrement.sql";
+
+fn migration_files() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sql"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// A database with every migration before 0014 applied, foreign keys on.
+fn before_0014() -> Connection {
+    let c = Connection::open_in_memory().unwrap();
+    c.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+    let files = migration_files();
+    assert!(
+        files.iter().any(|f| f.ends_with(MIGRATION)),
+        "{MIGRATION} is missing"
+    );
+    for f in files.iter().take_while(|f| !f.ends_with(MIGRATION)) {
+        c.execute_batch(&std::fs::read_to_string(f).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+    }
+    c
+}
+
+fn apply_0014(c: &Connection) {
+    let files = migration_files();
+    let f = files.iter().find(|f| f.ends_with(MIGRATION)).unwrap();
+    c.execute_batch(&std::fs::read_to_string(f).unwrap())
+        .expect("0014 applies");
+}
+
+fn rows(c: &Connection, sql: &str) -> Vec<Vec<Value>> {
+    let mut stmt = c.prepare(sql).unwrap();
+    let n = stmt.column_count();
+    stmt.query_map([], |r| (0..n).map(|i| r.get::<_, Value>(i)).collect())
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
+/// A table's CREATE text without comments, quotes, AUTOINCREMENT or layout: what SQLite
+/// enforces (columns in order, types, NOT NULL, defaults, CHECKs, UNIQUE, REFERENCES).
+fn definition(c: &Connection, table: &str) -> String {
+    let sql: String = c
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [table],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let no_comments: String = sql
+        .lines()
+        .map(|l| l.split("--").next().unwrap())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let words = no_comments
+        .replace('"', "")
+        .replace(" AUTOINCREMENT", "")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    words
+        .replace(" ,", ",")
+        .replace("( ", "(")
+        .replace(" )", ")")
+}
+
+/// Everything else SQLite knows of a table: its columns as it reads them, its foreign keys,
+/// and each index (name, unique, origin, partial, columns and the partial index's text).
+fn shape(c: &Connection, table: &str) -> Vec<Vec<Value>> {
+    let mut out = rows(c, &format!("SELECT * FROM pragma_table_xinfo('{table}')"));
+    out.extend(rows(
+        c,
+        &format!("SELECT * FROM pragma_foreign_key_list('{table}')"),
+    ));
+    for index in rows(
+        c,
+        &format!("SELECT name, \"unique\", origin, partial FROM pragma_index_list('{table}') ORDER BY name"),
+    ) {
+        let Value::Text(name) = &index[0] else {
+            panic!("an index name")
+        };
+        out.push(index.clone());
+        out.extend(rows(
+            c,
+            &format!("SELECT * FROM pragma_index_xinfo('{name}')"),
+        ));
+        out.extend(rows(
+            c,
+            &format!("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = '{name}'"),
+        ));
+    }
+    out
+}
+
+/// Rows as the receiver writes them: transitions, effects of several kinds and states, and
+/// last an insert that lost to the UNIQUE (under AUTOINCREMENT it consumed a number, 5, that
+/// no row holds: the sequence stands above the largest id, 4).
+fn fill(c: &Connection) {
+    c.execute_batch(
+        "INSERT INTO resource (id, kind, status) VALUES ('inv_1', 'invoice', 'paid'),
+             ('inv_2', 'invoice', 'refunded'), ('wdr_1', 'withdrawal', 'completed');
+         INSERT INTO resource_transition (resource_id, from_status, to_status, cause_kind, cause)
+             VALUES ('inv_1', NULL, 'paid', 'event', 'evt_1'),
+                    ('inv_2', NULL, 'paid', 'event', 'evt_2'),
+                    ('inv_2', 'paid', 'refunded', 'manual', 'a reason');
+         UPDATE resource_transition SET actor = 'ops@example.com' WHERE cause_kind = 'manual';
+         INSERT INTO effect (resource_id, kind, license_code, cause, effect_id)
+             VALUES ('inv_1', 'fulfilment', 'LIC-1', 'evt_1', 'eff_1'),
+                    ('inv_2', 'fulfilment', 'LIC-2', 'evt_2', 'eff_2');
+         INSERT INTO effect (resource_id, kind, cause, effect_id, dispatch, dead_at)
+             VALUES ('inv_2', 'revocation', 'evt_3', 'eff_3', 'dead', '2026-12-01T00:00:00.000Z');
+         UPDATE effect SET dispatch = 'cancelled', cancelled_at = '2026-12-01T00:00:00.000Z'
+             WHERE effect_id = 'eff_2';
+         INSERT INTO effect (resource_id, kind, cause, effect_id, amount, currency)
+             VALUES ('wdr_1', 'settlement', 'evt_4', 'eff_4', '10.00', 'EUR');
+         INSERT INTO effect (resource_id, kind, license_code, cause, effect_id)
+             VALUES ('inv_2', 'fulfilment', 'LIC-X', 'evt_2', 'eff_x')
+             ON CONFLICT (resource_id, kind) DO NOTHING",
+    )
+    .unwrap();
+}
+
+const ALL_TRANSITIONS: &str = "SELECT * FROM resource_transition ORDER BY id";
+const ALL_EFFECTS: &str = "SELECT * FROM effect ORDER BY id";
+
+#[test]
+fn the_tables_rebuilt_by_0014_are_the_same_tables_without_their_sequence() {
+    let c = before_0014();
+    fill(&c);
+    let sequences = rows(&c, "SELECT name, seq FROM sqlite_sequence ORDER BY name");
+    assert!(
+        sequences.contains(&vec![Value::Text("effect".into()), Value::Integer(5)]),
+        "the conflicting insert consumed a number: {sequences:?}"
+    );
+    let largest: i64 = c
+        .query_row("SELECT max(id) FROM effect", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(largest, 4);
+    let definitions: Vec<String> = REBUILT.iter().map(|t| definition(&c, t)).collect();
+    let shapes: Vec<_> = REBUILT.iter().map(|t| shape(&c, t)).collect();
+    let transitions = rows(&c, ALL_TRANSITIONS);
+    let effects = rows(&c, ALL_EFFECTS);
+    let other_tables = rows(
+        &c,
+        "SELECT type, name, tbl_name, sql FROM sqlite_master \
+         WHERE tbl_name NOT IN ('resource_transition', 'effect') ORDER BY type, name",
+    );
+
+    apply_0014(&c);
+
+    for (i, t) in REBUILT.iter().enumerate() {
+        assert_eq!(definition(&c, t), definitions[i], "{t}: definition");
+        assert!(
+            !definition(&c, t).contains("AUTOINCREMENT"),
+            "{t} still AUTOINCREMENT"
+        );
+        assert_eq!(shape(&c, t), shapes[i], "{t}: columns, keys, indexes");
+    }
+    assert_eq!(
+        rows(&c, ALL_TRANSITIONS),
+        transitions,
+        "every transition, same id"
+    );
+    assert_eq!(rows(&c, ALL_EFFECTS), effects, "every effect, same id");
+    assert_eq!(
+        rows(
+            &c,
+            "SELECT type, name, tbl_name, sql FROM sqlite_master \
+             WHERE tbl_name NOT IN ('resource_transition', 'effect') ORDER BY type, name",
+        ),
+        other_tables,
+        "nothing else changed"
+    );
+    assert!(rows(&c, "PRAGMA foreign_key_check").is_empty());
+    assert_eq!(
+        rows(&c, "PRAGMA integrity_check"),
+        vec![vec![Value::Text("ok".into())]]
+    );
+
+    // the sequence rows are gone, and the inserts of a new delivery write none
+    let remaining = rows(&c, "SELECT name FROM sqlite_sequence ORDER BY name");
+    for t in REBUILT {
+        assert!(
+            !remaining.contains(&vec![Value::Text(t.into())]),
+            "{t}: {remaining:?}"
+        );
+    }
+    c.execute_batch(
+        "INSERT INTO resource (id, kind, status) VALUES ('inv_3', 'invoice', 'paid');
+         INSERT INTO resource_transition (resource_id, to_status, cause_kind, cause)
+             VALUES ('inv_3', 'paid', 'event', 'evt_5');
+         INSERT INTO effect (resource_id, kind, license_code, cause, effect_id)
+             VALUES ('inv_3', 'fulfilment', 'LIC-3', 'evt_5', 'eff_5');",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(&c, "SELECT name FROM sqlite_sequence ORDER BY name"),
+        remaining
+    );
+    // ids go on from the largest row's (4 + 1, where AUTOINCREMENT would have given 6): above
+    // every cursor and watermark handed out before, since each named a row
+    let id = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        id("SELECT id FROM resource_transition WHERE cause = 'evt_5'"),
+        4
+    );
+    assert_eq!(id("SELECT id FROM effect WHERE effect_id = 'eff_5'"), 5);
+}
+
+#[test]
+fn the_rebuilt_tables_refuse_what_they_refused() {
+    let c = before_0014();
+    fill(&c);
+    apply_0014(&c);
+    for (what, sql) in [
+        (
+            "the foreign key",
+            "INSERT INTO resource_transition (resource_id, to_status, cause_kind, cause) \
+             VALUES ('inv_nope', 'paid', 'event', 'evt_9')",
+        ),
+        (
+            "the cause kind",
+            "INSERT INTO resource_transition (resource_id, to_status, cause_kind, cause) \
+             VALUES ('inv_1', 'paid', 'rumour', 'evt_9')",
+        ),
+        (
+            "the foreign key",
+            "INSERT INTO effect (resource_id, kind, cause, effect_id) \
+             VALUES ('inv_nope', 'revocation', 'evt_9', 'eff_9')",
+        ),
+        (
+            "once per kind",
+            "INSERT INTO effect (resource_id, kind, license_code, cause, effect_id) \
+             VALUES ('inv_1', 'fulfilment', 'LIC-9', 'evt_9', 'eff_9')",
+        ),
+        (
+            "a fulfilment's licence",
+            "INSERT INTO effect (resource_id, kind, cause, effect_id) \
+             VALUES ('wdr_1', 'fulfilment', 'evt_9', 'eff_9')",
+        ),
+        (
+            "the kind",
+            "INSERT INTO effect (resource_id, kind, cause, effect_id) \
+             VALUES ('wdr_1', 'gift', 'evt_9', 'eff_9')",
+        ),
+        (
+            "the dispatch state",
+            "UPDATE effect SET dispatch = 'lost' WHERE effect_id = 'eff_1'",
+        ),
+        (
+            "the effect id",
+            "UPDATE effect SET effect_id = 'eff_1' WHERE effect_id = 'eff_4'",
+        ),
+    ] {
+        assert!(
+            c.execute_batch(sql).is_err(),
+            "{what} no longer refused: {sql}"
+        );
+    }
+}
