@@ -28,3 +28,14 @@ pub enum Answer {
     /// wait that must not spend the queue's retries).
     AckAndSendAfter(u32),
 }
+
+/// Runs a driver whose I/O never makes it wait to its end, in one poll (the drivers' tests).
+#[cfg(test)]
+pub(crate) fn run_at_once<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => panic!("this I/O never makes the driver wait"),
+    }
+}

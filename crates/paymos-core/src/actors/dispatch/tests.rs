@@ -482,22 +482,13 @@ impl Io for Recorder {
     }
 }
 
-fn run<F: std::future::Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match f.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(out) => out,
-        std::task::Poll::Pending => panic!("the recorder never makes the driver wait"),
-    }
-}
-
 #[test]
 fn the_driver_posts_in_waves_of_six_after_the_start() {
     let ids: Vec<String> = (0..8).map(|i| format!("eff_{i}")).collect();
     let messages = ids.iter().map(|id| msg(id, 1)).collect();
     let mut b = Batch::new(messages, Push::To, settings());
     let mut io = Recorder::default();
-    let replies = run(drive(&mut b, &mut io)).unwrap();
+    let replies = crate::actors::run_at_once(drive(&mut b, &mut io)).unwrap();
     assert_eq!(
         io.asked,
         [
@@ -520,7 +511,10 @@ fn the_driver_stops_at_a_failed_call() {
         fail_load: true,
         ..Recorder::default()
     };
-    assert_eq!(run(drive(&mut b, &mut io)), Err("D1_ERROR".to_string()));
+    assert_eq!(
+        crate::actors::run_at_once(drive(&mut b, &mut io)),
+        Err("D1_ERROR".to_string())
+    );
     assert_eq!(io.asked, ["LOAD_EFFECTS_FOR_DISPATCH"]);
     let replies = b.db_failed("D1_ERROR");
     assert!(matches!(replies[0].answer, Answer::Retry(_)));

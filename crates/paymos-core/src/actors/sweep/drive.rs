@@ -122,15 +122,6 @@ mod tests {
         }
     }
 
-    fn run<F: std::future::Future>(f: F) -> F::Output {
-        let mut f = std::pin::pin!(f);
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match f.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(out) => out,
-            std::task::Poll::Pending => panic!("this world never makes the driver wait"),
-        }
-    }
-
     fn chunks() -> Chunks {
         Chunks::new(Kind::Deliveries { older_than: 300 }, 2, 10)
     }
@@ -138,7 +129,7 @@ mod tests {
     #[test]
     fn the_driver_claims_and_sends_until_a_chunk_is_not_full() {
         let mut io = world(2);
-        let summary = run(drive(chunks(), &mut io)).unwrap();
+        let summary = crate::actors::run_at_once(drive(chunks(), &mut io)).unwrap();
         assert_eq!(io.asked, ["claim", "send x2", "claim", "send x2", "claim"]);
         assert_eq!((summary.claimed, summary.sent), (4, 4));
     }
@@ -147,7 +138,7 @@ mod tests {
     fn out_of_time_the_driver_claims_no_more() {
         let mut io = world(5);
         io.out_of_time_after = Some(1);
-        let summary = run(drive(chunks(), &mut io)).unwrap();
+        let summary = crate::actors::run_at_once(drive(chunks(), &mut io)).unwrap();
         assert_eq!(io.asked, ["claim", "send x2"]);
         assert_eq!(summary.sent, 2);
     }
@@ -156,7 +147,10 @@ mod tests {
     fn a_failed_claim_ends_the_run() {
         let mut io = world(5);
         io.fail_claim = true;
-        assert_eq!(run(drive(chunks(), &mut io)), Err("D1_ERROR".to_string()));
+        assert_eq!(
+            crate::actors::run_at_once(drive(chunks(), &mut io)),
+            Err("D1_ERROR".to_string())
+        );
         assert_eq!(io.asked, ["claim"]);
     }
 }
