@@ -6,11 +6,12 @@ use crate::config;
 use crate::error::AppResult;
 use crate::queue::{self, DeliveryMessage, Incoming};
 use crate::{log, sql, transition};
-use paymos_core::actors::consume::{self, Batch, Step};
+use paymos_core::actors::consume::{self, Batch, Driven};
 use paymos_core::actors::sweep::{Chunks, Kind, CHUNK};
 use paymos_core::actors::{dead_letter, Answer};
 use paymos_core::is_valid_event_id;
 use paymos_core::rows::DeliveryRow;
+use paymos_core::statements::Bound;
 use worker::{D1Database, Env};
 
 fn settings(env: &Env) -> consume::Settings {
@@ -69,7 +70,7 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
     let mut pending = vec![(Batch::new(batch, settings.clone()), 0usize)];
     // a batch that fails is split, message by message, each driven in turn
     while let Some((mut batch, offset)) = pending.pop() {
-        match drive(&db, &mut batch).await {
+        match consume::drive(&mut batch, &mut Worker { db: &db }).await {
             Driven::Answered(answered) => answer(env, &readable, offset, answered).await,
             Driven::Split(messages, why) => {
                 log::line("consume", "-", "batch_fallback", Some(&why));
@@ -82,34 +83,49 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
     Ok(())
 }
 
-enum Driven {
-    Answered(consume::Answered),
-    Split(Vec<consume::Message>, String),
+/// The consumer's and the dead-letter consumer's I/O in a Worker: D1, and the platform's
+/// CSPRNG.
+struct Worker<'a> {
+    db: &'a D1Database,
 }
 
-/// Walks one batch through the core's steps.
-async fn drive(db: &D1Database, batch: &mut Batch) -> Driven {
-    loop {
-        match batch.step() {
-            Step::Load(b) => match sql::all_rows::<DeliveryRow>(db, b).await {
-                Ok(rows) => batch.loaded(rows, &mut transition::draw),
-                Err(e) => batch.failed(format!("database_unavailable: {e}")),
-            },
-            Step::Apply(statements) => match sql::run_batch(db, &statements).await {
-                Ok(results) => match sql::json_rows(&results) {
-                    Ok(rows) => batch.applied(rows),
-                    Err(e) => batch.failed(format!("internal_error: {e}")),
-                },
-                Err(e) => batch.failed(format!("database_unavailable: {e}")),
-            },
-            Step::Split(messages, why) => return Driven::Split(messages, why),
-            Step::RecordFailure(b) => {
-                // visible in the archive; best effort (D1 may be what is failing)
-                let _ = sql::returned_row(db, b).await;
-            }
-            Step::Answer(answered) => return Driven::Answered(answered),
-            Step::Done => return Driven::Answered(consume::Answered::default()),
-        }
+impl consume::Io for Worker<'_> {
+    fn draw(&mut self) -> [u8; 16] {
+        transition::draw()
+    }
+
+    async fn load(&mut self, b: Bound<'static>) -> Result<Vec<DeliveryRow>, String> {
+        sql::all_rows::<DeliveryRow>(self.db, b)
+            .await
+            .map_err(consume::database_unavailable)
+    }
+
+    async fn apply(
+        &mut self,
+        statements: Vec<Bound<'static>>,
+        _: &Batch,
+    ) -> Result<Vec<Vec<serde_json::Value>>, String> {
+        let results = sql::run_batch(self.db, &statements)
+            .await
+            .map_err(consume::database_unavailable)?;
+        sql::json_rows(&results).map_err(|e| format!("internal_error: {e}"))
+    }
+
+    async fn record_failure(&mut self, b: Bound<'static>) {
+        // visible in the archive; best effort (D1 may be what is failing)
+        let _ = sql::returned_row(self.db, b).await;
+    }
+}
+
+impl dead_letter::Io for Worker<'_> {
+    type Error = sql::DbError;
+
+    async fn mark(&mut self, b: Bound<'static>) -> sql::DbResult<bool> {
+        sql::returned_row(self.db, b).await
+    }
+
+    async fn load(&mut self, event_id: &str) -> sql::DbResult<Option<DeliveryRow>> {
+        sql::load_delivery(self.db, event_id).await
     }
 }
 
@@ -148,14 +164,13 @@ async fn dead_letter_one(
     m: &DeliveryMessage,
     base: u32,
 ) {
-    let mark = dead_letter::mark(&m.event_id, m.generation, &dead_letter::Mutation::default());
-    let verdict = match sql::returned_row(db, mark).await {
-        Ok(true) => Ok(dead_letter::verdict(true, None, m.generation)),
-        Ok(false) => sql::load_delivery(db, &m.event_id)
-            .await
-            .map(|row| dead_letter::verdict(false, row.as_ref(), m.generation)),
-        Err(e) => Err(e),
-    };
+    let verdict = dead_letter::decide(
+        &mut Worker { db },
+        &m.event_id,
+        m.generation,
+        &dead_letter::Mutation::default(),
+    )
+    .await;
     match verdict {
         Ok(dead_letter::Verdict::Dead) => {
             log::line("dead_letter", &m.event_id, "dead", None);

@@ -80,6 +80,15 @@ impl<Call: 'static, Out: 'static> Coroutine<Call, Out> {
     }
 }
 
+/// Runs a driver whose I/O executes each call at once (never makes it wait) to its end.
+pub fn run_at_once<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => unreachable!("an I/O that executes at once never makes its driver wait"),
+    }
+}
+
 impl<Call, Out> fmt::Debug for Coroutine<Call, Out> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Coroutine")

@@ -12,6 +12,7 @@ use paymos_core::statements::{self as st, Arg, Bound};
 use paymos_core::{CauseKind, EffectKind, Existing, Outcome, ResourceKind, State};
 
 use crate::clock;
+use crate::coroutine::run_at_once;
 use crate::db::{Db, Exec, Fault, Rows};
 use crate::queue::{self, Platform, Queue};
 use crate::rng::Rng;
@@ -138,9 +139,11 @@ enum Actor {
         d: usize,
         phase: Recv,
     },
+    /// A consumer invocation: the core's driver, and what its last call returned.
     Consume {
         msgs: Vec<Msg>,
-        batch: Box<paymos_core::actors::consume::Batch>,
+        driver: Box<consume::Consumer>,
+        returned: Option<crate::coroutine::Returned>,
     },
     DeadLetter {
         msg: Msg,
@@ -257,6 +260,8 @@ pub struct Sim<'o> {
     frng: Rng,
     /// The consumer batches' own stream (so batching does not shift the schedule's).
     brng: Rng,
+    /// The consumers' draws: each consumer's I/O forks its own from it.
+    drng: Rng,
     start: i64,
     chaos: bool,
     chaos_end: i64,
@@ -312,6 +317,8 @@ impl<'o> Sim<'o> {
         let mut brng = root.fork();
         // the dispatcher's lane: a stream of its own, forked last (the others are unchanged)
         let xrng = root.fork();
+        // the consumers' draws (tokens, license codes), forked after every other stream
+        let drng = root.fork();
         let world = world::generate(&mut wrng, start);
         let mut k = Knobs::draw(&mut krng, start);
         k.consumer_batch = brng.range(1, 3) as usize;
@@ -397,6 +404,7 @@ impl<'o> Sim<'o> {
             rng,
             frng,
             brng,
+            drng,
             start,
             chaos: true,
             chaos_end,
@@ -786,7 +794,11 @@ impl<'o> Sim<'o> {
     fn advance(&mut self, actor: Actor) {
         match actor {
             Actor::Receive { d, phase } => self.receive(d, phase),
-            Actor::Consume { msgs, batch } => self.consume(msgs, batch),
+            Actor::Consume {
+                msgs,
+                driver,
+                returned,
+            } => self.consume(msgs, driver, returned),
             Actor::DeadLetter { msg, marked } => self.dead_letter(msg, marked),
             Actor::Chunked {
                 run,
@@ -896,25 +908,15 @@ impl<'o> Sim<'o> {
                 .ack(self.platform(), msg, self.now(), &mut self.frng);
             return;
         }
-        let mark = dead_letter::mark(&id, msg.generation, &self.opts.mutations.dead_letter);
-        let ex = self.write_delivery(d, Who::MarkDead, &mark);
-        let marked = match ex.result {
-            Ok(rows) => !rows[0].is_empty(),
+        // the core's driver, its calls executed at once (one action)
+        let mutation = self.opts.mutations.dead_letter;
+        let mut io = DeadLetterIo { sim: self, d };
+        let verdict = run_at_once(dead_letter::decide(&mut io, &id, msg.generation, &mutation));
+        let verdict = match verdict {
+            Ok(verdict) => verdict,
             Err(e) => return failed(self, msg, &e),
         };
-        let row = if marked {
-            None
-        } else {
-            let fault = self.fault_read();
-            let ex = self
-                .db
-                .run(&st::LOAD_DELIVERY.bind(vec![Arg::text(&id)]), fault);
-            match ex.result.and_then(|r| r[0].to::<DeliveryRow>()) {
-                Ok(rows) => rows.into_iter().next(),
-                Err(e) => return failed(self, msg, &e),
-            }
-        };
-        match dead_letter::verdict(marked, row.as_ref(), msg.generation) {
+        match verdict {
             dead_letter::Verdict::Dead => {
                 self.trace(format!(
                     "dead-letter: {id} gen {:?} → marked dead",
@@ -1927,6 +1929,30 @@ impl<'o> Sim<'o> {
             trace: self.trace_all,
             stats: self.stats,
         }
+    }
+}
+
+/// The deliveries' dead-letter consumer's I/O in the simulated world: each call executed at
+/// once, with the platform's faults.
+struct DeadLetterIo<'s, 'o> {
+    sim: &'s mut Sim<'o>,
+    d: usize,
+}
+
+impl dead_letter::Io for DeadLetterIo<'_, '_> {
+    type Error = String;
+    async fn mark(&mut self, b: Bound<'static>) -> Result<bool, String> {
+        let ex = self.sim.write_delivery(self.d, Who::MarkDead, &b);
+        ex.result.map(|rows| !rows[0].is_empty())
+    }
+    async fn load(&mut self, event_id: &str) -> Result<Option<DeliveryRow>, String> {
+        let fault = self.sim.fault_read();
+        let b = st::LOAD_DELIVERY.bind(vec![Arg::text(event_id)]);
+        let rows = self.sim.db.run(&b, fault).result;
+        Ok(rows
+            .and_then(|r| r[0].to::<DeliveryRow>())?
+            .into_iter()
+            .next())
     }
 }
 

@@ -21,6 +21,9 @@
 
 use std::ops::Range;
 
+mod drive;
+pub use drive::{database_unavailable, drive, Driven, Io};
+
 use crate::actors::transition::{order_ref_disagreement, prepare, Change, PlanFn, Prepared};
 use crate::actors::Answer;
 use crate::envelope::parse_envelope;

@@ -71,6 +71,34 @@ pub fn verdict(marked: bool, row: Option<&DeliveryRow>, generation: Option<i64>)
     Verdict::HandBack { generation }
 }
 
+/// What the dead-letter driver does to the world. A failed call leaves the message to be
+/// retried (nothing was decided).
+#[allow(async_fn_in_trait)]
+pub trait Io {
+    type Error;
+    /// `MARK_DEAD`: whether it returned the row.
+    async fn mark(&mut self, b: Bound<'static>) -> Result<bool, Self::Error>;
+    /// `LOAD_DELIVERY`.
+    async fn load(&mut self, event_id: &str) -> Result<Option<DeliveryRow>, Self::Error>;
+}
+
+/// The dead letter's verdict, written once for both drivers: mark, and if that changed
+/// nothing, load the delivery to say why.
+pub async fn decide<I: Io>(
+    io: &mut I,
+    event_id: &str,
+    generation: Option<i64>,
+    mutation: &Mutation,
+) -> Result<Verdict, I::Error> {
+    let marked = io.mark(mark(event_id, generation, mutation)).await?;
+    let row = if marked {
+        None
+    } else {
+        io.load(event_id).await?
+    };
+    Ok(verdict(marked, row.as_ref(), generation))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,5 +153,44 @@ mod tests {
             ..Mutation::default()
         };
         assert_eq!(mark("evt_1", None, &teeth).args[2], Arg::Int(0));
+    }
+
+    /// Marks nothing (or marks), then loads `row`; logs what was asked.
+    struct World {
+        marks: bool,
+        row: Option<DeliveryRow>,
+        asked: Vec<&'static str>,
+    }
+
+    impl Io for World {
+        type Error = ();
+        async fn mark(&mut self, b: Bound<'static>) -> Result<bool, ()> {
+            self.asked.push(b.statement.name);
+            Ok(self.marks)
+        }
+        async fn load(&mut self, _: &str) -> Result<Option<DeliveryRow>, ()> {
+            self.asked.push("LOAD_DELIVERY");
+            Ok(self.row.clone())
+        }
+    }
+
+    #[test]
+    fn the_driver_loads_only_what_the_mark_left() {
+        let m = Mutation::default();
+        let mut marked = World {
+            marks: true,
+            row: None,
+            asked: Vec::new(),
+        };
+        let v = crate::actors::run_at_once(decide(&mut marked, "evt_1", Some(0), &m));
+        assert_eq!((v, marked.asked), (Ok(Verdict::Dead), vec!["MARK_DEAD"]));
+        let mut replayed = World {
+            marks: false,
+            row: Some(row(false, 1, 2)),
+            asked: Vec::new(),
+        };
+        let v = crate::actors::run_at_once(decide(&mut replayed, "evt_1", Some(0), &m));
+        assert_eq!(v, Ok(Verdict::Superseded("replayed")));
+        assert_eq!(replayed.asked, ["MARK_DEAD", "LOAD_DELIVERY"]);
     }
 }

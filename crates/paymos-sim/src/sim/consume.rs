@@ -6,13 +6,59 @@
 //! by statement so that the checker can hold each transition against the plan
 //! (`after_transition`), keeping what it learnt only if the transaction commits.
 
-use paymos_core::actors::consume::{self, Batch, Item, Mode, Step};
+use paymos_core::actors::consume::{self, Answered, Batch, Driven, Item, Mode};
 use paymos_core::actors::Answer;
 use paymos_core::rows::DeliveryRow;
 use paymos_core::statements::Bound;
 
 use super::{Actor, Msg, Sim, Who, RETRY_BASE_SECONDS};
+use crate::coroutine::{Coroutine, Port, Resumed, Returned};
 use crate::db::Fault;
+use crate::rng::Rng;
+
+/// A batch's items as the driver applies them: whose statements are which.
+type Items = Vec<(usize, Item, std::ops::Range<usize>)>;
+
+/// What the core's consumer driver (`consume::drive`) asks of the world, one call at a time.
+#[derive(Debug)]
+pub(super) enum Call {
+    Load(Bound<'static>),
+    Apply(Vec<Bound<'static>>, Items),
+    RecordFailure(Bound<'static>),
+}
+
+pub(super) type Consumer = Coroutine<Call, Driven>;
+
+/// The consumer's I/O in the simulated world: every call goes to the scheduler; its draws
+/// (tokens, license codes) come from a stream of their own (`Sim::drng`), so that they move
+/// no other stream.
+struct Io {
+    port: Port<Call>,
+    rng: Rng,
+}
+
+impl consume::Io for Io {
+    fn draw(&mut self) -> [u8; 16] {
+        self.rng.bytes16()
+    }
+    async fn load(&mut self, b: Bound<'static>) -> Result<Vec<DeliveryRow>, String> {
+        self.port.call(Call::Load(b)).await
+    }
+    async fn apply(
+        &mut self,
+        statements: Vec<Bound<'static>>,
+        batch: &Batch,
+    ) -> Result<Vec<Vec<serde_json::Value>>, String> {
+        let items = batch
+            .items()
+            .map(|(i, item, r)| (i, item.clone(), r))
+            .collect();
+        self.port.call(Call::Apply(statements, items)).await
+    }
+    async fn record_failure(&mut self, b: Bound<'static>) {
+        self.port.call::<()>(Call::RecordFailure(b)).await
+    }
+}
 
 impl Sim<'_> {
     /// The consumer's settings: the receiver runs in live mode, but for a window in which
@@ -41,8 +87,17 @@ impl Sim<'_> {
                 attempts: m.attempts,
             })
             .collect();
-        let batch = Batch::new(messages, self.consume_settings());
-        self.consume(msgs, Box::new(batch));
+        let driver = self.consumer(messages);
+        self.consume(msgs, driver, None);
+    }
+
+    /// The core's driver over a new batch of `messages`, as `consume::consume` runs it.
+    fn consumer(&mut self, messages: Vec<consume::Message>) -> Box<Consumer> {
+        let mut batch = Batch::new(messages, self.consume_settings());
+        let rng = self.drng.fork();
+        Box::new(Coroutine::new(|port| async move {
+            consume::drive(&mut batch, &mut Io { port, rng }).await
+        }))
     }
 
     fn names(&self, msgs: &[Msg]) -> String {
@@ -66,93 +121,119 @@ impl Sim<'_> {
         }
     }
 
-    /// One step of a consumer invocation.
-    pub(super) fn consume(&mut self, msgs: Vec<Msg>, mut batch: Box<Batch>) {
-        let step = batch.step();
-        if !matches!(step, Step::Apply(_)) && self.crash() {
-            return self.consumer_died(msgs, &format!("before {}", step_name(&step)));
+    /// One call of a consumer invocation: its driver resumed to the next, executed with the
+    /// platform's faults. It may die before any call, or inside its transaction.
+    pub(super) fn consume(
+        &mut self,
+        msgs: Vec<Msg>,
+        mut driver: Box<Consumer>,
+        returned: Option<Returned>,
+    ) {
+        let resumed = driver.resume(returned);
+        if !matches!(resumed, Resumed::Asks(Call::Apply(..))) && self.crash() {
+            return self.consumer_died(msgs, &format!("before {}", call_name(&resumed)));
         }
-        match step {
-            Step::Load(b) => {
-                let fault = self.fault_read();
-                let rows = self
-                    .db
-                    .run(&b, fault)
-                    .result
-                    .and_then(|r| r[0].to::<DeliveryRow>());
-                match rows {
-                    Ok(rows) => self.loaded(&msgs, &mut batch, rows),
-                    Err(e) => batch.failed(format!("database_unavailable: {e}")),
-                }
-                self.actors.push(Actor::Consume { msgs, batch });
-            }
-            Step::Apply(statements) => self.apply(msgs, batch, &statements),
-            Step::Split(messages, why) => {
-                // message by message: here as separate consumers, a superset of the
-                // interleavings of one doing them in turn
-                self.trace(format!(
-                    "consumer batch [{}] → message by message ({why})",
-                    self.names(&msgs)
-                ));
-                self.consumers_busy += msgs.len() - 1;
-                let settings = self.consume_settings();
-                for (m, message) in msgs.into_iter().zip(messages) {
-                    let batch = Batch::new(vec![message], settings.clone());
-                    self.actors.push(Actor::Consume {
-                        msgs: vec![m],
-                        batch: Box::new(batch),
-                    });
+        let returned: Returned = match resumed {
+            Resumed::Asks(Call::Load(b)) => Box::new(self.load(&msgs, &b)),
+            Resumed::Asks(Call::Apply(statements, items)) => {
+                match self.apply(&msgs, &statements, &items) {
+                    Some(applied) => Box::new(applied),
+                    None => return self.consumer_died(msgs, "inside its transaction"),
                 }
             }
-            Step::RecordFailure(b) => {
-                // the failure just happened: one outside an outage is a real one
-                if !self.in_outage() {
-                    let m = &msgs[0];
-                    *self.dm[m.d]
-                        .failed_outside_outage
-                        .entry(m.generation.unwrap_or(-1))
-                        .or_default() += 1;
-                }
-                // best effort: D1 may be what is failing
-                self.write_delivery(msgs[0].d, Who::Failure, &b);
+            Resumed::Asks(Call::RecordFailure(b)) => {
+                self.record_failure(&msgs, &b);
                 // the retry answer follows at once, in the same invocation
-                let step = batch.step();
-                self.answer(msgs, step);
+                return match driver.resume(Some(Box::new(()))) {
+                    Resumed::Done(Driven::Answered(answered)) => self.answer(msgs, answered),
+                    _ => unreachable!("a recorded failure is answered at once"),
+                };
             }
-            step @ (Step::Answer(_) | Step::Done) => self.answer(msgs, step),
+            Resumed::Done(Driven::Split(messages, why)) => return self.split(msgs, messages, &why),
+            Resumed::Done(Driven::Answered(answered)) => return self.answer(msgs, answered),
+        };
+        self.actors.push(Actor::Consume {
+            msgs,
+            driver,
+            returned: Some(returned),
+        });
+    }
+
+    /// The batch failed: message by message, here as separate consumers, a superset of the
+    /// interleavings of one doing them in turn (as the Worker does).
+    fn split(&mut self, msgs: Vec<Msg>, messages: Vec<consume::Message>, why: &str) {
+        self.trace(format!(
+            "consumer batch [{}] → message by message ({why})",
+            self.names(&msgs)
+        ));
+        self.consumers_busy += msgs.len() - 1;
+        for (m, message) in msgs.into_iter().zip(messages) {
+            let driver = self.consumer(vec![message]);
+            self.actors.push(Actor::Consume {
+                msgs: vec![m],
+                driver,
+                returned: None,
+            });
         }
     }
 
-    /// The batch's rows: every message names a delivery on record.
-    fn loaded(&mut self, msgs: &[Msg], batch: &mut Batch, rows: Vec<DeliveryRow>) {
+    fn load(&mut self, msgs: &[Msg], b: &Bound<'static>) -> Result<Vec<DeliveryRow>, String> {
+        let fault = self.fault_read();
+        let rows = self
+            .db
+            .run(b, fault)
+            .result
+            .and_then(|r| r[0].to::<DeliveryRow>());
+        let rows = rows.map_err(consume::database_unavailable)?;
+        // every message names a delivery on record
         for m in msgs {
             let id = self.eid(m.d).to_string();
             if !rows.iter().any(|r| r.event_id == id) {
                 self.violation(format!("queue message names {id}, which is not on record"));
             }
         }
-        let rng = &mut self.rng;
-        batch.loaded(rows, &mut || rng.bytes16());
+        self.trace(format!("consumer [{}] loaded", self.names(msgs)));
+        Ok(rows)
+    }
+
+    /// `RECORD_FAILURE`, best effort (D1 may be what is failing). The failure just happened:
+    /// one outside an outage is a real one.
+    fn record_failure(&mut self, msgs: &[Msg], b: &Bound<'static>) {
+        let m = &msgs[0];
+        if !self.in_outage() {
+            *self.dm[m.d]
+                .failed_outside_outage
+                .entry(m.generation.unwrap_or(-1))
+                .or_default() += 1;
+        }
+        self.write_delivery(m.d, Who::Failure, b);
+    }
+
+    /// The batch's one transaction, statement by statement, each transition checked against
+    /// the plan from the state just before it. It may be rolled back by a fault, a crash
+    /// inside it (`None`: the invocation died), or commit while the caller sees an error.
+    fn apply(
+        &mut self,
+        msgs: &[Msg],
+        statements: &[Bound<'static>],
+        items: &Items,
+    ) -> Option<Result<Vec<Vec<serde_json::Value>>, String>> {
         let names = self.names(msgs);
-        let items: Vec<String> = batch
-            .items()
+        let decided: Vec<String> = items
+            .iter()
             .map(|(i, item, _)| {
                 let what = match item {
                     Item::Done(w) => (*w).to_string(),
                     Item::Ignore(r) => format!("ignore ({r})"),
                     Item::Transition(p) => format!("→ {}", p.change.to),
                 };
-                format!("{} {what}", self.eid(msgs[i].d))
+                format!("{} {what}", self.eid(msgs[*i].d))
             })
             .collect();
-        self.trace(format!("consumer [{names}] loaded: {}", items.join(", ")));
-    }
-
-    /// The batch's one transaction, statement by statement, each transition checked against
-    /// the plan from the state just before it. It may be rolled back by a fault, a crash
-    /// inside it, or commit while the caller sees an error.
-    fn apply(&mut self, msgs: Vec<Msg>, mut batch: Box<Batch>, statements: &[Bound<'static>]) {
-        let names = self.names(&msgs);
+        self.trace(format!(
+            "consumer [{names}] applies: {}",
+            decided.join(", ")
+        ));
         let crash_inside = self.crash();
         let fault = if crash_inside {
             Fault::At(self.frng.below(statements.len() as u64) as usize)
@@ -160,19 +241,16 @@ impl Sim<'_> {
             self.fault_batch(statements.len())
         };
         if fault == Fault::Before {
-            batch.failed("database_unavailable: D1_ERROR: simulated outage".into());
-            return self.actors.push(Actor::Consume { msgs, batch });
+            return Some(Err(consume::database_unavailable(
+                "D1_ERROR: simulated outage",
+            )));
         }
         // what the checker records is kept only if the transaction commits
         let saved = (self.rm.clone(), self.dm.clone(), self.stats.clone());
         self.db.begin();
         let mut results: Vec<Vec<serde_json::Value>> = Vec::with_capacity(statements.len());
         let mut failed: Option<String> = None;
-        let items: Vec<(usize, Item, std::ops::Range<usize>)> = batch
-            .items()
-            .map(|(i, item, r)| (i, item.clone(), r))
-            .collect();
-        'all: for (i, item, range) in &items {
+        'all: for (i, item, range) in items {
             let d = msgs[*i].d;
             let pre = match item {
                 Item::Transition(p) => {
@@ -221,31 +299,27 @@ impl Sim<'_> {
             self.violations = violations;
             self.trace(format!("consumer [{names}] rolled back ({e})"));
             if crash_inside {
-                return self.consumer_died(msgs, "inside its transaction");
+                return None;
             }
-            batch.failed(format!("database_unavailable: {e}"));
-            return self.actors.push(Actor::Consume { msgs, batch });
+            return Some(Err(consume::database_unavailable(e)));
         }
         self.db.commit();
         if fault == Fault::AfterCommit {
             self.trace(format!(
                 "consumer [{names}] committed, the caller saw an error"
             ));
-            batch.failed("database_unavailable: D1_ERROR: network lost after commit".into());
-        } else {
-            self.trace(format!("consumer [{names}] committed"));
-            batch.applied(results);
+            return Some(Err(consume::database_unavailable(
+                "D1_ERROR: network lost after commit",
+            )));
         }
-        self.actors.push(Actor::Consume { msgs, batch });
+        self.trace(format!("consumer [{names}] committed"));
+        Some(Ok(results))
     }
 
     /// The answers: the released effects sent (the transaction committed), then each message
     /// acked (the queue may deliver it again) or retried.
-    fn answer(&mut self, msgs: Vec<Msg>, step: Step) {
+    fn answer(&mut self, msgs: Vec<Msg>, answered: Answered) {
         self.consumers_busy -= 1;
-        let Step::Answer(answered) = step else {
-            return;
-        };
         self.fx_send(&answered.released, "the consumer");
         for line in &answered.lines {
             self.trace(format!("consumer: {} {}", line.outcome, line.detail));
@@ -282,12 +356,12 @@ impl Sim<'_> {
     }
 }
 
-fn step_name(step: &Step) -> &'static str {
-    match step {
-        Step::Load(_) => "its load",
-        Step::Apply(_) => "its transaction",
-        Step::Split(..) => "splitting its batch",
-        Step::RecordFailure(_) => "recording a failure",
-        Step::Answer(_) | Step::Done => "its answers",
+fn call_name(resumed: &Resumed<Call, Driven>) -> &'static str {
+    match resumed {
+        Resumed::Asks(Call::Load(_)) => "its load",
+        Resumed::Asks(Call::Apply(..)) => "its transaction",
+        Resumed::Asks(Call::RecordFailure(_)) => "recording a failure",
+        Resumed::Done(Driven::Split(..)) => "splitting its batch",
+        Resumed::Done(Driven::Answered(_)) => "its answers",
     }
 }

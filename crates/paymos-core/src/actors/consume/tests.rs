@@ -210,3 +210,47 @@ fn modes_accept_their_own_livemode() {
     assert!(Mode::Test.accepts(false) && !Mode::Test.accepts(true));
     assert_eq!(Mode::Live.as_str(), "live");
 }
+
+/// An I/O whose load fails, logging what the driver asked.
+struct FailingLoad {
+    asked: Vec<&'static str>,
+}
+
+impl Io for FailingLoad {
+    fn draw(&mut self) -> [u8; 16] {
+        [7; 16]
+    }
+    async fn load(&mut self, _: Bound<'static>) -> Result<Vec<DeliveryRow>, String> {
+        self.asked.push("load");
+        Err(database_unavailable("D1_ERROR"))
+    }
+    async fn apply(
+        &mut self,
+        _: Vec<Bound<'static>>,
+        _: &Batch,
+    ) -> Result<Vec<Vec<serde_json::Value>>, String> {
+        unreachable!("nothing loaded, nothing applied")
+    }
+    async fn record_failure(&mut self, b: Bound<'static>) {
+        self.asked.push(b.statement.name);
+    }
+}
+
+#[test]
+fn the_driver_splits_a_failed_batch_and_records_a_single_message_failure() {
+    let s = settings(Ok(Mode::Live));
+    let mut two = Batch::new(vec![msg("evt_1", 1), msg("evt_2", 1)], s.clone());
+    let mut io = FailingLoad { asked: Vec::new() };
+    let Driven::Split(messages, why) = crate::actors::run_at_once(drive(&mut two, &mut io)) else {
+        panic!("a failed batch of two splits")
+    };
+    assert_eq!(messages.len(), 2);
+    assert_eq!(why, "database_unavailable: D1_ERROR");
+    let mut one = Batch::new(vec![messages[0].clone()], s);
+    let mut io = FailingLoad { asked: Vec::new() };
+    let Driven::Answered(answered) = crate::actors::run_at_once(drive(&mut one, &mut io)) else {
+        panic!("a batch of one answers")
+    };
+    assert_eq!(io.asked, ["load", "RECORD_FAILURE"]);
+    assert!(matches!(answered.replies[0].answer, Answer::Retry(_)));
+}
