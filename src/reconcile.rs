@@ -11,8 +11,9 @@ use crate::transition::{self, Change};
 use crate::{config, log, sql};
 use futures_util::future::{select, Either};
 use paymos_core::actors::reconcile::{
-    Ended, ProviderPage, RunRow, Step, Walk, CAUSE, PROVIDER_TIMEOUT_MS,
+    self, Ended, ProviderInvoice, ProviderPage, RunRow, Walk, CAUSE, PROVIDER_TIMEOUT_MS,
 };
+use paymos_core::statements::Bound;
 use paymos_core::{CauseKind, ResourceKind, State};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -145,74 +146,78 @@ pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value
     }
 }
 
-/// Walks through the core's steps until it is over.
+/// Walks through the core's steps until it is over (`reconcile::drive`).
 async fn drive(
     env: &Env,
     db: &D1Database,
     walk: &mut Walk,
-    mut provider: Option<Provider>,
+    provider: Option<Provider>,
 ) -> AppResult<Ended> {
-    loop {
-        match walk.step() {
-            Step::Acquire(b) => {
-                let rows = sql::all_rows::<Value>(db, b).await?;
-                read(walk, &[rows])?;
-            }
-            Step::Open(statements) => {
-                let results = sql::run_batch(db, &statements).await?;
-                read(walk, &sql::json_rows(&results)?)?;
-                if walk.run().is_some() && provider.is_none() {
-                    // a continuation: the API must still be there
-                    match Provider::from_env(env) {
-                        Ok(p) => provider = Some(p),
-                        Err(e) => {
-                            walk.fetched(Err(e.message().unwrap_or_else(|| e.code().to_string())))
-                        }
-                    }
-                }
-            }
-            Step::Fetch {
-                starting_after,
-                paid_since,
-            } => {
-                let p = provider.as_ref().expect("a provider for an opened run");
-                walk.fetched(p.page(starting_after.as_deref(), paid_since).await);
-            }
-            Step::Lookup(statements) | Step::Record(statements) | Step::Finish(statements) => {
-                let results = sql::run_batch(db, &statements).await?;
-                read(walk, &sql::json_rows(&results)?)?;
-            }
-            Step::BringToPaid(invoice) => {
-                let result = transition::apply(
-                    db,
-                    Change {
-                        resource_id: invoice.id.clone(),
-                        kind: ResourceKind::Invoice,
-                        to: State::Paid,
-                        order_ref: invoice.order_ref.clone(),
-                        amount: invoice.amount.clone(),
-                        currency: invoice.currency.clone(),
-                        cause_kind: CauseKind::Reconciliation,
-                        cause: CAUSE.to_string(),
-                        delivery: None,
-                        pull: config::pull_mode(env),
-                    },
-                )
-                .await?;
-                crate::effects::send_released(env, &result.released).await;
-                walk.brought(
-                    result.applied,
-                    result.status.map(|s| s.as_str().to_string()),
-                );
-            }
-            Step::Done(ended) => return Ok(ended),
-        }
-    }
+    reconcile::drive(walk, &mut Worker { env, db, provider }).await
 }
 
-/// A database step's rows, read by the walk (`Walk::ran`).
-fn read(walk: &mut Walk, results: &[Vec<Value>]) -> AppResult<()> {
-    walk.ran(results).map_err(AppError::Internal)
+/// The walk's I/O in a Worker: D1, the provider's API, the guarded transition.
+struct Worker<'a> {
+    env: &'a Env,
+    db: &'a D1Database,
+    /// Checked before a run is opened; a continuation finds it at its first page.
+    provider: Option<Provider>,
+}
+
+impl reconcile::Io for Worker<'_> {
+    type Error = AppError;
+
+    async fn statement(&mut self, b: Bound<'static>) -> AppResult<Vec<Value>> {
+        Ok(sql::all_rows::<Value>(self.db, b).await?)
+    }
+
+    async fn batch(&mut self, statements: Vec<Bound<'static>>) -> AppResult<Vec<Vec<Value>>> {
+        let results = sql::run_batch(self.db, &statements).await?;
+        Ok(sql::json_rows(&results)?)
+    }
+
+    async fn fetch(
+        &mut self,
+        starting_after: Option<String>,
+        paid_since: Option<i64>,
+    ) -> Result<ProviderPage, String> {
+        if self.provider.is_none() {
+            // a continuation: the API must still be there
+            let p = Provider::from_env(self.env)
+                .map_err(|e| e.message().unwrap_or_else(|| e.code().to_string()))?;
+            self.provider = Some(p);
+        }
+        let p = self.provider.as_ref().expect("just set");
+        p.page(starting_after.as_deref(), paid_since).await
+    }
+
+    async fn bring_to_paid(
+        &mut self,
+        invoice: &ProviderInvoice,
+    ) -> AppResult<(bool, Option<String>)> {
+        let change = Change {
+            resource_id: invoice.id.clone(),
+            kind: ResourceKind::Invoice,
+            to: State::Paid,
+            order_ref: invoice.order_ref.clone(),
+            amount: invoice.amount.clone(),
+            currency: invoice.currency.clone(),
+            cause_kind: CauseKind::Reconciliation,
+            cause: CAUSE.to_string(),
+            delivery: None,
+            pull: config::pull_mode(self.env),
+        };
+        let result = transition::apply(self.db, change).await?;
+        crate::effects::send_released(self.env, &result.released).await;
+        Ok((
+            result.applied,
+            result.status.map(|s| s.as_str().to_string()),
+        ))
+    }
+
+    fn unreadable(why: String) -> AppError {
+        AppError::Internal(why)
+    }
 }
 
 /// The newest run's report, as far as it got (`GET /admin/api/reconcile`); `None` before any.

@@ -165,8 +165,10 @@ enum Actor {
         to: State,
         order_ref: bool,
     },
+    /// A reconciliation walk: the core's driver, and what its last call returned.
     Reconcile {
-        walk: Box<paymos_core::actors::reconcile::Walk>,
+        driver: Box<reconcile::Reconciler>,
+        returned: Option<crate::coroutine::Returned>,
     },
 }
 
@@ -807,7 +809,7 @@ impl<'o> Sim<'o> {
             } => self.chunked(run, driver, returned),
             Actor::Replay { d, generation } => self.replay(d, generation),
             Actor::Manual { r, to, order_ref } => self.manual(r, to, order_ref),
-            Actor::Reconcile { walk } => self.reconcile(walk),
+            Actor::Reconcile { driver, returned } => self.reconcile(driver, returned),
         }
     }
 

@@ -18,6 +18,9 @@
 //! 4. **finish** the run (done, or truncated with why) unless it goes on in the next
 //!    invocation, and let the lease go.
 
+mod drive;
+pub use drive::{drive, Io};
+
 use std::borrow::Cow;
 
 use serde::de::DeserializeOwned;

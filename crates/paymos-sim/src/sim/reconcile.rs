@@ -5,69 +5,105 @@
 //! cursor). One step of the walk per scheduler step; D1 faults as anywhere else; a walk whose
 //! D1 call fails is over (the invocation dies), its lease left to expire.
 
-use paymos_core::actors::reconcile::{Ended, ProviderPage, Start, Step, Walk, CAUSE};
+use paymos_core::actors::reconcile::{
+    self, Ended, ProviderInvoice, ProviderPage, Start, Walk, CAUSE,
+};
 use paymos_core::actors::transition::Change;
-use paymos_core::statements::{self as st, Arg};
+use paymos_core::statements::{self as st, Arg, Bound};
 use paymos_core::{ResourceKind, State};
+use serde_json::Value;
 
 use super::{hex, Actor, Sim};
+use crate::coroutine::{Coroutine, Port, Resumed, Returned};
 use crate::db::as_json;
+
+/// What the core's walk driver (`reconcile::drive`) asks of the world, one call at a time.
+#[derive(Debug)]
+pub(super) enum Call {
+    Statement(Bound<'static>),
+    Batch(Vec<Bound<'static>>),
+    Fetch(Option<String>, Option<i64>),
+    BringToPaid(ProviderInvoice),
+}
+
+pub(super) type Reconciler = Coroutine<Call, Result<Ended, String>>;
+
+/// The walk's I/O in the simulated world: every call goes to the scheduler.
+struct Io(Port<Call>);
+
+impl reconcile::Io for Io {
+    type Error = String;
+    async fn statement(&mut self, b: Bound<'static>) -> Result<Vec<Value>, String> {
+        self.0.call(Call::Statement(b)).await
+    }
+    async fn batch(&mut self, statements: Vec<Bound<'static>>) -> Result<Vec<Vec<Value>>, String> {
+        self.0.call(Call::Batch(statements)).await
+    }
+    async fn fetch(
+        &mut self,
+        after: Option<String>,
+        since: Option<i64>,
+    ) -> Result<ProviderPage, String> {
+        self.0.call(Call::Fetch(after, since)).await
+    }
+    async fn bring_to_paid(
+        &mut self,
+        invoice: &ProviderInvoice,
+    ) -> Result<(bool, Option<String>), String> {
+        self.0.call(Call::BringToPaid(invoice.clone())).await
+    }
+    fn unreadable(why: String) -> String {
+        why
+    }
+}
 
 impl Sim<'_> {
     /// A walk starts: an operator's or the final one (an operator's run, `Start::Manual`).
     pub(super) fn start_reconcile(&mut self, full: bool) {
         let holder = hex(&self.rng.bytes16());
-        let walk = Walk::new(Start::Manual { full }, holder, 1_000, self.now() / 1000);
+        let mut walk = Walk::new(Start::Manual { full }, holder, 1_000, self.now() / 1000);
         self.trace(format!("reconcile: a walk starts (full: {full})"));
-        self.reconcile(Box::new(walk));
+        let driver = Box::new(Coroutine::new(|port| async move {
+            reconcile::drive(&mut walk, &mut Io(port)).await
+        }));
+        self.reconcile(driver, None);
     }
 
-    /// One step of a walk.
-    pub(super) fn reconcile(&mut self, mut walk: Box<Walk>) {
-        let ran = match walk.step() {
-            Step::Acquire(b) => {
+    /// One call of a walk. A walk whose D1 call fails is over (the invocation dies; its lease
+    /// expires).
+    pub(super) fn reconcile(&mut self, mut driver: Box<Reconciler>, returned: Option<Returned>) {
+        let returned: Returned = match driver.resume(returned) {
+            Resumed::Asks(Call::Statement(b)) => {
                 let fault = self.fault_write();
-                self.db.run(&b, fault).result.map(Some)
+                let rows = self.db.run(&b, fault).result;
+                Box::new(rows.and_then(|r| as_json(&r)).map(|mut r| r.remove(0)))
             }
-            Step::Open(statements)
-            | Step::Lookup(statements)
-            | Step::Record(statements)
-            | Step::Finish(statements) => {
+            Resumed::Asks(Call::Batch(statements)) => {
                 let fault = self.fault_batch(statements.len());
-                self.db.batch(&statements, fault).result.map(Some)
+                let rows = self.db.batch(&statements, fault).result;
+                Box::new(rows.and_then(|r| as_json(&r)))
             }
-            Step::Fetch {
-                starting_after,
-                paid_since,
-            } => {
-                let page = self.provider_page(starting_after.as_deref(), paid_since);
-                walk.fetched(page);
-                Ok(None)
+            Resumed::Asks(Call::Fetch(after, since)) => {
+                Box::new(self.provider_page(after.as_deref(), since))
             }
-            Step::BringToPaid(invoice) => self.bring_to_paid(&mut walk, &invoice.id).map(|()| None),
-            Step::Done(ended) => {
+            Resumed::Asks(Call::BringToPaid(invoice)) => Box::new(self.bring_to_paid(&invoice.id)),
+            Resumed::Done(Ok(ended)) => {
                 self.trace(format!("reconcile: {ended:?}"));
                 self.last_reconcile = Some(ended);
                 return;
             }
-        };
-        // a database step's rows go to the walk (the others have had their answer)
-        let done = ran.and_then(|rows| match rows {
-            Some(rows) => walk.ran(&as_json(&rows)?),
-            None => Ok(()),
-        });
-        match done {
-            Ok(()) => self.actors.push(Actor::Reconcile { walk }),
-            Err(e) => {
-                // the invocation dies on a D1 error; its lease expires
+            Resumed::Done(Err(e)) => {
                 self.trace(format!("reconcile: the walk's invocation failed ({e})"));
                 self.last_reconcile = None;
+                return;
             }
-        }
+        };
+        let returned = Some(returned);
+        self.actors.push(Actor::Reconcile { driver, returned });
     }
 
     /// The guarded transition to paid (cause reconciliation, the provider's order_ref).
-    fn bring_to_paid(&mut self, walk: &mut Walk, id: &str) -> Result<(), String> {
+    fn bring_to_paid(&mut self, id: &str) -> Result<(bool, Option<String>), String> {
         let r = self.by_resource[id];
         let res = self.world.resources[r].clone();
         let before = self.rm[r].applied;
@@ -88,8 +124,7 @@ impl Sim<'_> {
         )?;
         self.stats.reconciled += 1;
         let row = self.db.read(&st::LOAD_RESOURCE.bind(vec![Arg::text(id)]));
-        walk.brought(self.rm[r].applied > before, row.text(0, "status"));
-        Ok(())
+        Ok((self.rm[r].applied > before, row.text(0, "status")))
     }
 
     /// `GET /v1/invoices?status=paid`: the world's invoices paid at the provider now, newest
