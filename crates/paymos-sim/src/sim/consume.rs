@@ -1,6 +1,6 @@
-//! The deliveries queue's consumer as part of the simulated world: the **core's** batch
-//! (`paymos_core::actors::consume::Batch`, the very state machine the Worker drives) over
-//! SQLite, one step per scheduler step, with the platform's faults. The consumer may die
+//! The deliveries queue's consumer as part of the simulated world: the **core's** driver
+//! (`paymos_core::actors::consume::drive` over its `Batch`, the very code the Worker runs) over
+//! SQLite, one I/O call per scheduler step, with the platform's faults. The consumer may die
 //! before any step (its messages come back), inside its transaction (rolled back), or after
 //! the commit before its answers (the queue delivers again). The transaction runs statement
 //! by statement so that the checker can hold each transition against the plan

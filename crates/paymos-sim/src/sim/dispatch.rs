@@ -1,9 +1,9 @@
 //! The effects outbox's dispatcher (interface §3, §7) as part of the simulated world: the
 //! effects queue (at least once), the **core's** dispatcher (`paymos_core::actors::dispatch`,
-//! the very state machine the Worker drives) over SQLite, its dead-letter queue (the core's
-//! `dispatch::dead_letter`), the effects sweeper (`CLAIM_EFFECTS` at cron times), an
-//! operator's `REDELIVER_EFFECT`, and a simulated order system that records every POST it
-//! takes, with latency.
+//! its `drive` over its `Batch`: the very code the Worker runs) over SQLite, its dead-letter
+//! queue (the core's `dispatch::dead_letter`), the effects sweeper (`CLAIM_EFFECTS` at cron
+//! times), an operator's `REDELIVER_EFFECT`, and a simulated order system that records every
+//! POST it takes, with latency.
 //!
 //! What is the simulator's own here is the world and the checks: the queue, the faults, the
 //! order system, the crashes between the driver's steps (including the one between an
