@@ -110,7 +110,12 @@ pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value
     };
     let holder = transition::hex(&transition::random_bytes::<16>()?);
     let mut walk = Walk::new(start, holder, budget, now_seconds());
-    let ended = drive(env, &db, &mut walk, provider).await?;
+    let mut io = Worker {
+        env,
+        db: &db,
+        provider,
+    };
+    let ended = reconcile::drive(&mut walk, &mut io).await?;
     match ended {
         Ended::NothingToDo => Ok(None),
         Ended::LeaseHeld => {
@@ -144,16 +149,6 @@ pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value
             Ok(Some(report))
         }
     }
-}
-
-/// Walks through the core's steps until it is over (`reconcile::drive`).
-async fn drive(
-    env: &Env,
-    db: &D1Database,
-    walk: &mut Walk,
-    provider: Option<Provider>,
-) -> AppResult<Ended> {
-    reconcile::drive(walk, &mut Worker { env, db, provider }).await
 }
 
 /// The walk's I/O in a Worker: D1, the provider's API, the guarded transition.
