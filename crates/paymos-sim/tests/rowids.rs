@@ -1,8 +1,11 @@
-//! Migration 0014 (resource_transition and effect without AUTOINCREMENT), applied over a
-//! database filled under 0001..0013: the same columns, constraints, foreign keys and indexes
-//! (compared with what 0013 left, not with a copy of the text), every row kept with its id,
-//! no `sqlite_sequence` row written by an insert any more, and ids that keep increasing from
-//! the largest one. With foreign keys enforced, as D1 always does.
+//! The migrations that rebuild a table for its row ids, each applied over a database filled
+//! under the migrations before it, with foreign keys enforced, as D1 always does:
+//! - 0014 (resource_transition and effect without AUTOINCREMENT): the same columns,
+//!   constraints, foreign keys and indexes (compared with what 0013 left, not with a copy of
+//!   the text), every row kept with its id, no `sqlite_sequence` row written by an insert any
+//!   more, and ids that keep increasing from the largest one;
+//! - 0015 (resource WITHOUT ROWID): the same columns and constraints, every row, the
+//!   references to it still checked, and one B-tree where there were two.
 
 use rusqlite::types::Value;
 use rusqlite::Connection;
@@ -22,27 +25,46 @@ fn migration_files() -> Vec<PathBuf> {
     files
 }
 
-/// A database with every migration before 0014 applied, foreign keys on.
-fn before_0014() -> Connection {
+/// A database with every migration before `migration` applied, foreign keys on.
+fn before(migration: &str) -> Connection {
     let c = Connection::open_in_memory().unwrap();
     c.execute_batch("PRAGMA foreign_keys = ON").unwrap();
     let files = migration_files();
     assert!(
-        files.iter().any(|f| f.ends_with(MIGRATION)),
-        "{MIGRATION} is missing"
+        files.iter().any(|f| f.ends_with(migration)),
+        "{migration} is missing"
     );
-    for f in files.iter().take_while(|f| !f.ends_with(MIGRATION)) {
+    for f in files.iter().take_while(|f| !f.ends_with(migration)) {
         c.execute_batch(&std::fs::read_to_string(f).unwrap())
             .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
     }
     c
 }
 
-fn apply_0014(c: &Connection) {
+fn before_0014() -> Connection {
+    before(MIGRATION)
+}
+
+/// `migration`'s text in one transaction, as D1 applies a migration.
+fn apply(c: &Connection, migration: &str, text: &str) -> rusqlite::Result<()> {
+    let done = c.execute_batch(&format!("BEGIN;\n{text}\nCOMMIT;"));
+    if done.is_err() && !c.is_autocommit() {
+        c.execute_batch("ROLLBACK").unwrap();
+    }
+    done.map_err(|e| {
+        eprintln!("{migration}: {e}");
+        e
+    })
+}
+
+fn migration_text(migration: &str) -> String {
     let files = migration_files();
-    let f = files.iter().find(|f| f.ends_with(MIGRATION)).unwrap();
-    c.execute_batch(&std::fs::read_to_string(f).unwrap())
-        .expect("0014 applies");
+    let f = files.iter().find(|f| f.ends_with(migration)).unwrap();
+    std::fs::read_to_string(f).unwrap()
+}
+
+fn apply_0014(c: &Connection) {
+    apply(c, MIGRATION, &migration_text(MIGRATION)).expect("0014 applies");
 }
 
 fn rows(c: &Connection, sql: &str) -> Vec<Vec<Value>> {
@@ -274,4 +296,103 @@ fn the_rebuilt_tables_refuse_what_they_refused() {
             "{what} no longer refused: {sql}"
         );
     }
+}
+
+// ---------------------------------------------------------------- 0015
+
+const RESOURCE_0015: &str = "0015_resource_without_rowid.sql";
+const ALL_RESOURCES: &str = "SELECT * FROM resource ORDER BY id";
+
+#[test]
+fn resource_after_0015_is_one_b_tree_with_every_row_and_reference() {
+    let c = before(RESOURCE_0015);
+    fill(&c);
+    let definition_before = definition(&c, "resource");
+    // the one change SQLite makes to a column: a WITHOUT ROWID key is NOT NULL, where a
+    // rowid table's TEXT PRIMARY KEY let NULL in (every id the receiver writes is a
+    // delivery's NOT NULL resource_id)
+    let mut columns_before = rows(&c, "SELECT * FROM pragma_table_xinfo('resource')");
+    assert_eq!(columns_before[0][1], Value::Text("id".into()));
+    assert_eq!(columns_before[0][3], Value::Integer(0), "id NULL-able before");
+    columns_before[0][3] = Value::Integer(1);
+    let resources = rows(&c, ALL_RESOURCES);
+    let (transitions, effects) = (rows(&c, ALL_TRANSITIONS), rows(&c, ALL_EFFECTS));
+    let others = "SELECT type, name, tbl_name, sql FROM sqlite_master \
+                  WHERE tbl_name <> 'resource' ORDER BY type, name";
+    let other_tables = rows(&c, others);
+    let b_trees = |c: &Connection| -> Vec<Vec<Value>> {
+        rows(c, "SELECT name FROM sqlite_master WHERE tbl_name = 'resource' AND rootpage > 0 ORDER BY name")
+    };
+    assert_eq!(b_trees(&c).len(), 2, "a row table and its key's index");
+
+    apply(&c, RESOURCE_0015, &migration_text(RESOURCE_0015)).expect("0015 applies");
+
+    assert_eq!(
+        definition(&c, "resource"),
+        format!("{definition_before} WITHOUT ROWID")
+    );
+    assert_eq!(
+        rows(&c, "SELECT * FROM pragma_table_xinfo('resource')"),
+        columns_before
+    );
+    assert_eq!(b_trees(&c), vec![vec![Value::Text("resource".into())]]);
+    assert_eq!(rows(&c, ALL_RESOURCES), resources, "every resource");
+    assert_eq!(rows(&c, ALL_TRANSITIONS), transitions);
+    assert_eq!(rows(&c, ALL_EFFECTS), effects);
+    assert_eq!(rows(&c, others), other_tables, "nothing else changed");
+    assert!(rows(&c, "PRAGMA foreign_key_check").is_empty());
+    assert_eq!(
+        rows(&c, "PRAGMA integrity_check"),
+        vec![vec![Value::Text("ok".into())]]
+    );
+    for (what, sql) in [
+        (
+            "a transition's resource",
+            "INSERT INTO resource_transition (resource_id, to_status, cause_kind, cause) \
+             VALUES ('inv_nope', 'paid', 'event', 'evt_9')",
+        ),
+        (
+            "an effect's resource",
+            "INSERT INTO effect (resource_id, kind, cause, effect_id) \
+             VALUES ('inv_nope', 'revocation', 'evt_9', 'eff_9')",
+        ),
+        (
+            "a referenced resource deleted",
+            "DELETE FROM resource WHERE id = 'inv_1'",
+        ),
+        (
+            "the id, once",
+            "INSERT INTO resource (id, kind, status) VALUES ('inv_1', 'invoice', 'open')",
+        ),
+        (
+            "the kind",
+            "INSERT INTO resource (id, kind, status) VALUES ('inv_9', 'gift', 'open')",
+        ),
+        (
+            "a NULL id",
+            "INSERT INTO resource (id, kind, status) VALUES (NULL, 'invoice', 'open')",
+        ),
+        (
+            "a status",
+            "INSERT INTO resource (id, kind) VALUES ('inv_9', 'invoice')",
+        ),
+    ] {
+        assert!(c.execute_batch(sql).is_err(), "{what} no longer refused: {sql}");
+    }
+}
+
+#[test]
+fn a_0015_that_loses_a_referenced_resource_is_refused_at_its_commit() {
+    let c = before(RESOURCE_0015);
+    fill(&c);
+    let resources = rows(&c, ALL_RESOURCES);
+    let losing = migration_text(RESOURCE_0015).replace(
+        "FROM resource_before_0015;",
+        "FROM resource_before_0015 WHERE id <> 'inv_2';",
+    );
+    assert_ne!(losing, migration_text(RESOURCE_0015), "the edit applies");
+    assert!(apply(&c, RESOURCE_0015, &losing).is_err());
+    // rolled back whole: the rowid table and every row, as before
+    assert_eq!(rows(&c, ALL_RESOURCES), resources);
+    assert!(!definition(&c, "resource").contains("WITHOUT ROWID"));
 }
