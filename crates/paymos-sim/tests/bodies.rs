@@ -71,7 +71,20 @@ fn archive(db: &mut Db, numbers: &[usize]) {
 #[test]
 fn a_new_body_is_a_row_of_its_own_and_a_duplicate_writes_nothing() {
     let mut db = Db::open(Edits::default()).unwrap();
+    let before = int(&db, "SELECT total_changes() AS n");
     assert!(insert(&mut db, 1));
+    // the delivery's row and its body's row, each written once (migration 0016): no update
+    // emptying a body copied into the delivery's row
+    assert_eq!(int(&db, "SELECT total_changes() AS n") - before, 2);
+    assert_eq!(
+        int(
+            &db,
+            "SELECT count(*) AS n FROM webhook_delivery d JOIN delivery_body b \
+             ON b.received_at = d.received_at AND b.event_id = d.event_id"
+        ),
+        1,
+        "the body's key is the delivery's arrival"
+    );
     let row = db.inspect("SELECT body FROM webhook_delivery WHERE event_id = 'evt_000001'");
     assert_eq!(
         row.text(0, "body").as_deref(),
@@ -126,13 +139,34 @@ fn move_trigger() -> String {
 }
 
 #[test]
+fn a_body_inserted_into_the_table_directly_still_moves_to_its_own_row() {
+    // as scripts/rebuild-from-archive.mjs writes a delivery back (0013's trigger, kept)
+    let mut db = Db::open(Edits::default()).unwrap();
+    db.execute_raw(&format!(
+        "INSERT INTO webhook_delivery (event_id, resource_id, event_type, body) \
+         VALUES ('evt_000004', 'inv_000004', 'invoice.paid', '{}')",
+        body_of(4)
+    ))
+    .unwrap();
+    let row = db.inspect("SELECT body FROM webhook_delivery WHERE event_id = 'evt_000004'");
+    assert_eq!(row.text(0, "body").as_deref(), Some(""));
+    assert_eq!(loaded_body(&mut db, 4), Some(body_of(4)));
+}
+
+#[test]
 fn a_body_from_before_0013_is_read_archived_and_restored_in_its_row() {
     let mut db = Db::open(Edits::default()).unwrap();
     // a row as 0001..0012 wrote it: the body in the row, no delivery_body row (the move
     // trigger did not exist then)
     db.execute_raw("DROP TRIGGER webhook_delivery_body_out")
         .unwrap();
-    assert!(insert(&mut db, 3));
+    // into the table, as INSERT_DELIVERY did before 0016 sent it through `incoming_delivery`
+    db.execute_raw(&format!(
+        "INSERT INTO webhook_delivery (event_id, resource_id, event_type, body) \
+         VALUES ('evt_000003', 'inv_000003', 'invoice.paid', '{}')",
+        body_of(3)
+    ))
+    .unwrap();
     db.execute_raw(&move_trigger()).unwrap();
     assert_eq!(int(&db, "SELECT count(*) AS n FROM delivery_body"), 0);
     assert_eq!(

@@ -6,11 +6,10 @@ statement!(
     INSERT_DELIVERY,
     ["event_id", "resource_id", "event_type", "body"],
     // the primary key is the dedupe: a duplicate costs one index lookup, writes nothing and
-    // returns no row
-    "INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, enqueued_at) \
-     VALUES (?1, ?2, ?3, ?4, ",
-    now!(),
-    ") ON CONFLICT (event_id) DO NOTHING RETURNING event_id"
+    // returns no row. Through the view of migration 0016, whose trigger writes the delivery's
+    // row and its body's row (and stops at a duplicate): no row written twice.
+    "INSERT INTO incoming_delivery (event_id, resource_id, event_type, body) \
+     VALUES (?1, ?2, ?3, ?4) RETURNING event_id"
 );
 
 statement!(
