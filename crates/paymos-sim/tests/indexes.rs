@@ -172,3 +172,41 @@ fn the_dropped_indexes_leave_no_statement_scanning() {
         }
     }
 }
+
+/// The archive's selections read both places a body can be (migration 0017) in key order,
+/// from the cursor: `delivery_body` through its primary key and the bodies in rows through
+/// the partial index, merged, so their LIMIT stops both. A sort or a table scan would read
+/// every body in D1 before the first candidate.
+#[test]
+fn the_archive_walks_both_places_in_key_order() {
+    let c = db();
+    for s in [&st::ARCHIVE_CANDIDATES, &st::ARCHIVE_BACKLOG] {
+        let p = plan(&c, s);
+        assert!(
+            p.contains("webhook_delivery_archivable"),
+            "{}: the bodies in rows: {p}",
+            s.name
+        );
+        let on_bodies: Vec<&str> = p
+            .split(" | ")
+            .filter(|step| step.contains(" b "))
+            .collect();
+        assert!(!on_bodies.is_empty(), "{}: no step on delivery_body: {p}", s.name);
+        for step in &on_bodies {
+            assert!(
+                step.starts_with("SEARCH b USING PRIMARY KEY")
+                    || step.starts_with("SCAN b"),
+                "{}: {step}",
+                s.name
+            );
+        }
+        for step in p.split(" | ") {
+            assert!(!step.contains("TEMP B-TREE"), "{}: sorts: {p}", s.name);
+            // the partial index in order (its first entry) is a walk of the working set
+            let scans_deliveries = (step.starts_with("SCAN d")
+                || step.starts_with("SCAN webhook_delivery"))
+                && !step.contains("USING INDEX webhook_delivery_archivable");
+            assert!(!scans_deliveries, "{}: scans the deliveries: {p}", s.name);
+        }
+    }
+}

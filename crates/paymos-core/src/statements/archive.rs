@@ -2,9 +2,10 @@
 //! remove once their object is verified, the archive's state, and the restore a replay makes.
 //!
 //! "Processed" is `processed_at IS NOT NULL`: every statement that sets it sets the outcome in
-//! the same write (applied, stale, ignored, dead). Each selection below repeats the partial
-//! index's condition (`processed_at IS NOT NULL AND archived_at IS NULL`, migration 0011) so
-//! that SQLite reads the index, which holds only the bodies still in D1.
+//! the same write (applied, stale, ignored, dead). A body still in D1 is in one of two places
+//! (migration 0013): its own `delivery_body` row, keyed in the archive's order, or its
+//! delivery's row, listed by the partial index `webhook_delivery_archivable` (0017). The
+//! selections read both.
 
 use super::Statement;
 
@@ -56,17 +57,43 @@ statement!(
     archive_run_columns!()
 );
 
+/// Processed, not yet archived deliveries whose body is in `delivery_body`, with that row as
+/// `b` and the delivery as `d`: `delivery_body`'s key, joined to the delivery by its primary
+/// key (migration 0017). Its unprocessed rows are skipped, not indexed.
+macro_rules! archivable_body_rows {
+    () => {
+        "delivery_body b JOIN webhook_delivery d ON d.event_id = b.event_id \
+         AND d.processed_at IS NOT NULL AND d.archived_at IS NULL"
+    };
+}
+
+/// Processed, not yet archived deliveries whose body is in their own row (received before
+/// 0013, or restored by a replay): the partial index `webhook_delivery_archivable` (0017),
+/// whose condition this repeats so that SQLite reads it.
+macro_rules! archivable_in_row {
+    () => {
+        "processed_at IS NOT NULL AND archived_at IS NULL AND body <> ''"
+    };
+}
+
 statement!(
     ARCHIVE_CANDIDATES,
     ["before", "after_received_at", "after_event_id", "limit"],
     // The next deliveries to archive after the cursor, oldest first, with their body's size
     // in bytes (octet_length reads the record header, not the body), so that a chunk is cut
-    // before its bodies are loaded; a body in its row or in delivery_body (migration 0013).
-    // The row value comparison seeks the index.
-    "SELECT event_id, received_at, octet_length(",
-    body_value!(),
-    ") AS bytes FROM webhook_delivery \
-     WHERE processed_at IS NOT NULL AND archived_at IS NULL AND received_at < ?1 \
+    // before its bodies are loaded. From both places a body can be (migration 0017), merged
+    // in (received_at, event_id) order: each arm walks its key from the cursor (the row value
+    // comparison seeks it), and the LIMIT stops both.
+    "SELECT b.event_id AS event_id, b.received_at AS received_at, \
+       octet_length(b.body) AS bytes FROM ",
+    archivable_body_rows!(),
+    " WHERE b.received_at < ?1 \
+       AND (b.received_at, b.event_id) > (coalesce(?2, ''), coalesce(?3, '')) \
+     UNION ALL \
+     SELECT event_id, received_at, octet_length(body) FROM webhook_delivery \
+     WHERE ",
+    archivable_in_row!(),
+    " AND received_at < ?1 \
        AND (received_at, event_id) > (coalesce(?2, ''), coalesce(?3, '')) \
      ORDER BY received_at, event_id LIMIT ?4"
 );
@@ -159,13 +186,26 @@ statement!(
     ARCHIVE_BACKLOG,
     ["before", "cap"],
     // Bodies of processed deliveries received before `before` still in D1, counted up to
-    // `cap` (a bounded read of the partial index, whatever the history), and the oldest body
-    // of a processed delivery still in D1.
-    "SELECT (SELECT count(*) FROM (SELECT 1 FROM webhook_delivery \
-       WHERE processed_at IS NOT NULL AND archived_at IS NULL \
-         AND received_at < strftime('%Y-%m-%dT%H:%M:%fZ', ?1) LIMIT ?2)) AS bodies, \
-     (SELECT min(received_at) FROM webhook_delivery \
-       WHERE processed_at IS NOT NULL AND archived_at IS NULL) AS oldest_received_at"
+    // `cap` (bounded reads of both places' keys, whatever the history), and the oldest body
+    // of a processed delivery still in D1: the first of each place in key order (a `min()`
+    // over the join would read every body row).
+    "SELECT (SELECT count(*) FROM (\
+         SELECT 1 FROM ",
+    archivable_body_rows!(),
+    " WHERE b.received_at < strftime('%Y-%m-%dT%H:%M:%fZ', ?1) \
+         UNION ALL \
+         SELECT 1 FROM webhook_delivery WHERE ",
+    archivable_in_row!(),
+    " AND received_at < strftime('%Y-%m-%dT%H:%M:%fZ', ?1) \
+         LIMIT ?2)) AS bodies, \
+     (SELECT min(received_at) FROM (\
+         SELECT * FROM (SELECT b.received_at FROM ",
+    archivable_body_rows!(),
+    " ORDER BY b.received_at LIMIT 1) \
+         UNION ALL \
+         SELECT * FROM (SELECT received_at FROM webhook_delivery WHERE ",
+    archivable_in_row!(),
+    " ORDER BY received_at LIMIT 1))) AS oldest_received_at"
 );
 
 statement!(
