@@ -27,6 +27,17 @@ fn insert(db: &mut Db, n: usize) -> bool {
     !ex.result.expect("the insert runs")[0].is_empty()
 }
 
+/// Into the table itself, as INSERT_DELIVERY did before 0016 sent it through the view
+/// `incoming_delivery`, and as scripts/rebuild-from-archive.mjs still writes.
+fn insert_into_table(db: &mut Db, n: usize) {
+    db.execute_raw(&format!(
+        "INSERT INTO webhook_delivery (event_id, resource_id, event_type, body) \
+         VALUES ('evt_{n:06}', 'inv_{n:06}', 'invoice.paid', '{}')",
+        body_of(n)
+    ))
+    .unwrap();
+}
+
 fn int(db: &Db, sql: &str) -> i64 {
     db.inspect(sql).int(0, "n").expect("a count")
 }
@@ -142,12 +153,7 @@ fn move_trigger() -> String {
 fn a_body_inserted_into_the_table_directly_still_moves_to_its_own_row() {
     // as scripts/rebuild-from-archive.mjs writes a delivery back (0013's trigger, kept)
     let mut db = Db::open(Edits::default()).unwrap();
-    db.execute_raw(&format!(
-        "INSERT INTO webhook_delivery (event_id, resource_id, event_type, body) \
-         VALUES ('evt_000004', 'inv_000004', 'invoice.paid', '{}')",
-        body_of(4)
-    ))
-    .unwrap();
+    insert_into_table(&mut db, 4);
     let row = db.inspect("SELECT body FROM webhook_delivery WHERE event_id = 'evt_000004'");
     assert_eq!(row.text(0, "body").as_deref(), Some(""));
     assert_eq!(loaded_body(&mut db, 4), Some(body_of(4)));
@@ -160,13 +166,7 @@ fn a_body_from_before_0013_is_read_archived_and_restored_in_its_row() {
     // trigger did not exist then)
     db.execute_raw("DROP TRIGGER webhook_delivery_body_out")
         .unwrap();
-    // into the table, as INSERT_DELIVERY did before 0016 sent it through `incoming_delivery`
-    db.execute_raw(&format!(
-        "INSERT INTO webhook_delivery (event_id, resource_id, event_type, body) \
-         VALUES ('evt_000003', 'inv_000003', 'invoice.paid', '{}')",
-        body_of(3)
-    ))
-    .unwrap();
+    insert_into_table(&mut db, 3);
     db.execute_raw(&move_trigger()).unwrap();
     assert_eq!(int(&db, "SELECT count(*) AS n FROM delivery_body"), 0);
     assert_eq!(

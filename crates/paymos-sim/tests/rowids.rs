@@ -41,20 +41,13 @@ fn before(migration: &str) -> Connection {
     c
 }
 
-fn before_0014() -> Connection {
-    before(MIGRATION)
-}
-
 /// `migration`'s text in one transaction, as D1 applies a migration.
 fn apply(c: &Connection, migration: &str, text: &str) -> rusqlite::Result<()> {
     let done = c.execute_batch(&format!("BEGIN;\n{text}\nCOMMIT;"));
     if done.is_err() && !c.is_autocommit() {
         c.execute_batch("ROLLBACK").unwrap();
     }
-    done.map_err(|e| {
-        eprintln!("{migration}: {e}");
-        e
-    })
+    done.inspect_err(|e| eprintln!("{migration}: {e}"))
 }
 
 fn migration_text(migration: &str) -> String {
@@ -164,7 +157,7 @@ const ALL_EFFECTS: &str = "SELECT * FROM effect ORDER BY id";
 
 #[test]
 fn the_tables_rebuilt_by_0014_are_the_same_tables_without_their_sequence() {
-    let c = before_0014();
+    let c = before(MIGRATION);
     fill(&c);
     let sequences = rows(&c, "SELECT name, seq FROM sqlite_sequence ORDER BY name");
     assert!(
@@ -248,7 +241,7 @@ fn the_tables_rebuilt_by_0014_are_the_same_tables_without_their_sequence() {
 
 #[test]
 fn the_rebuilt_tables_refuse_what_they_refused() {
-    let c = before_0014();
+    let c = before(MIGRATION);
     fill(&c);
     apply_0014(&c);
     for (what, sql) in [
