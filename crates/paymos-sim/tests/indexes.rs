@@ -187,15 +187,15 @@ fn the_archive_walks_both_places_in_key_order() {
             "{}: the bodies in rows: {p}",
             s.name
         );
-        let on_bodies: Vec<&str> = p
-            .split(" | ")
-            .filter(|step| step.contains(" b "))
-            .collect();
-        assert!(!on_bodies.is_empty(), "{}: no step on delivery_body: {p}", s.name);
+        let on_bodies: Vec<&str> = p.split(" | ").filter(|step| step.contains(" b ")).collect();
+        assert!(
+            !on_bodies.is_empty(),
+            "{}: no step on delivery_body: {p}",
+            s.name
+        );
         for step in &on_bodies {
             assert!(
-                step.starts_with("SEARCH b USING PRIMARY KEY")
-                    || step.starts_with("SCAN b"),
+                step.starts_with("SEARCH b USING PRIMARY KEY") || step.starts_with("SCAN b"),
                 "{}: {step}",
                 s.name
             );
