@@ -38,7 +38,8 @@ fn plan(c: &Connection, s: &Statement) -> String {
 /// Each index, and the statements whose plans use it (the reason it is kept).
 fn needed() -> Vec<(&'static str, Vec<&'static Statement>)> {
     vec![
-        // the primary key: the dedupe (INSERT_DELIVERY's lookup, migration 0016) and every lookup by id
+        // the primary key: the dedupe (INSERT_DELIVERY's lookup, migration 0016) and every
+        // lookup by id
         (
             "sqlite_autoindex_webhook_delivery_1",
             vec![&st::LOAD_DELIVERIES, &st::RECORD_OUTCOME, &st::MARK_DEAD],

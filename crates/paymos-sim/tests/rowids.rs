@@ -155,15 +155,29 @@ fn fill(c: &Connection) {
 /// The references to `resource` are still checked: a transition and an effect of a resource
 /// that does not exist are refused.
 fn assert_references_checked(c: &Connection) {
-    for sql in [
-        "INSERT INTO resource_transition (resource_id, to_status, cause_kind, cause) \
-         VALUES ('inv_nope', 'paid', 'event', 'evt_9')",
-        "INSERT INTO effect (resource_id, kind, cause, effect_id) \
-         VALUES ('inv_nope', 'revocation', 'evt_9', 'eff_9')",
-    ] {
+    assert_refused(
+        c,
+        &[
+            (
+                "a transition's resource",
+                "INSERT INTO resource_transition (resource_id, to_status, cause_kind, cause) \
+                 VALUES ('inv_nope', 'paid', 'event', 'evt_9')",
+            ),
+            (
+                "an effect's resource",
+                "INSERT INTO effect (resource_id, kind, cause, effect_id) \
+                 VALUES ('inv_nope', 'revocation', 'evt_9', 'eff_9')",
+            ),
+        ],
+    );
+}
+
+/// Each write (what it breaks, its SQL) refused by the database.
+fn assert_refused(c: &Connection, writes: &[(&str, &str)]) {
+    for (what, sql) in writes {
         assert!(
             c.execute_batch(sql).is_err(),
-            "the foreign key no longer refuses: {sql}"
+            "{what} no longer refused: {sql}"
         );
     }
 }
@@ -260,41 +274,39 @@ fn the_rebuilt_tables_refuse_what_they_refused() {
     let c = before(MIGRATION);
     fill(&c);
     apply_0014(&c);
-    for (what, sql) in [
-        (
-            "the cause kind",
-            "INSERT INTO resource_transition (resource_id, to_status, cause_kind, cause) \
+    assert_refused(
+        &c,
+        &[
+            (
+                "the cause kind",
+                "INSERT INTO resource_transition (resource_id, to_status, cause_kind, cause) \
              VALUES ('inv_1', 'paid', 'rumour', 'evt_9')",
-        ),
-        (
-            "once per kind",
-            "INSERT INTO effect (resource_id, kind, license_code, cause, effect_id) \
+            ),
+            (
+                "once per kind",
+                "INSERT INTO effect (resource_id, kind, license_code, cause, effect_id) \
              VALUES ('inv_1', 'fulfilment', 'LIC-9', 'evt_9', 'eff_9')",
-        ),
-        (
-            "a fulfilment's licence",
-            "INSERT INTO effect (resource_id, kind, cause, effect_id) \
+            ),
+            (
+                "a fulfilment's licence",
+                "INSERT INTO effect (resource_id, kind, cause, effect_id) \
              VALUES ('wdr_1', 'fulfilment', 'evt_9', 'eff_9')",
-        ),
-        (
-            "the kind",
-            "INSERT INTO effect (resource_id, kind, cause, effect_id) \
+            ),
+            (
+                "the kind",
+                "INSERT INTO effect (resource_id, kind, cause, effect_id) \
              VALUES ('wdr_1', 'gift', 'evt_9', 'eff_9')",
-        ),
-        (
-            "the dispatch state",
-            "UPDATE effect SET dispatch = 'lost' WHERE effect_id = 'eff_1'",
-        ),
-        (
-            "the effect id",
-            "UPDATE effect SET effect_id = 'eff_1' WHERE effect_id = 'eff_4'",
-        ),
-    ] {
-        assert!(
-            c.execute_batch(sql).is_err(),
-            "{what} no longer refused: {sql}"
-        );
-    }
+            ),
+            (
+                "the dispatch state",
+                "UPDATE effect SET dispatch = 'lost' WHERE effect_id = 'eff_1'",
+            ),
+            (
+                "the effect id",
+                "UPDATE effect SET effect_id = 'eff_1' WHERE effect_id = 'eff_4'",
+            ),
+        ],
+    );
     assert_references_checked(&c);
 }
 
@@ -349,33 +361,31 @@ fn resource_after_0015_is_one_b_tree_with_every_row_and_reference() {
         rows(&c, "PRAGMA integrity_check"),
         vec![vec![Value::Text("ok".into())]]
     );
-    for (what, sql) in [
-        (
-            "a referenced resource deleted",
-            "DELETE FROM resource WHERE id = 'inv_1'",
-        ),
-        (
-            "the id, once",
-            "INSERT INTO resource (id, kind, status) VALUES ('inv_1', 'invoice', 'open')",
-        ),
-        (
-            "the kind",
-            "INSERT INTO resource (id, kind, status) VALUES ('inv_9', 'gift', 'open')",
-        ),
-        (
-            "a NULL id",
-            "INSERT INTO resource (id, kind, status) VALUES (NULL, 'invoice', 'open')",
-        ),
-        (
-            "a status",
-            "INSERT INTO resource (id, kind) VALUES ('inv_9', 'invoice')",
-        ),
-    ] {
-        assert!(
-            c.execute_batch(sql).is_err(),
-            "{what} no longer refused: {sql}"
-        );
-    }
+    assert_refused(
+        &c,
+        &[
+            (
+                "a referenced resource deleted",
+                "DELETE FROM resource WHERE id = 'inv_1'",
+            ),
+            (
+                "the id, once",
+                "INSERT INTO resource (id, kind, status) VALUES ('inv_1', 'invoice', 'open')",
+            ),
+            (
+                "the kind",
+                "INSERT INTO resource (id, kind, status) VALUES ('inv_9', 'gift', 'open')",
+            ),
+            (
+                "a NULL id",
+                "INSERT INTO resource (id, kind, status) VALUES (NULL, 'invoice', 'open')",
+            ),
+            (
+                "a status",
+                "INSERT INTO resource (id, kind) VALUES ('inv_9', 'invoice')",
+            ),
+        ],
+    );
     assert_references_checked(&c);
 }
 
