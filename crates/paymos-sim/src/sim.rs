@@ -1911,7 +1911,7 @@ impl<'o> Sim<'o> {
         for sql in [
             "SELECT * FROM webhook_delivery ORDER BY event_id",
             "SELECT * FROM resource ORDER BY id",
-            "SELECT * FROM resource_transition ORDER BY id",
+            "SELECT * FROM resource_transition ORDER BY resource_id, id",
             // not `effect_id`: drawn by SQLite's randomblob, whose generator is shared by
             // every connection of the process (seeds run in parallel)
             "SELECT id, resource_id, kind, license_code, order_ref, amount, currency, cause, \

@@ -61,12 +61,7 @@ fn needed() -> Vec<(&'static str, Vec<&'static Statement>)> {
         // UNIQUE (resource_id, kind): once per kind, and a resource's effects
         (
             "sqlite_autoindex_effect_1",
-            vec![
-                &st::INSERT_EFFECT,
-                &st::CANCEL_EFFECT,
-                &st::FILL_EFFECTS,
-                &st::RELEASE_EFFECTS,
-            ],
+            vec![&st::INSERT_EFFECT, &st::CANCEL_EFFECT, &st::RELEASE_EFFECTS],
         ),
         // the outbox id: the dispatcher's load and outcomes
         (
@@ -83,8 +78,6 @@ fn needed() -> Vec<(&'static str, Vec<&'static Statement>)> {
             "effect_dispatch",
             vec![&st::CLAIM_EFFECTS, &st::METRICS_FACTS],
         ),
-        // a resource's history, in order
-        ("resource_transition_resource", vec![&st::LOAD_HISTORY]),
         // the dead not yet dismissed, for the bounded health checks (migration 0009); partial:
         // a delivery or an effect that is not dead writes no entry
         ("webhook_delivery_dead_open", vec![&st::METRICS_FACTS]),
@@ -134,6 +127,17 @@ fn every_index_of_the_delivery_tables_is_used_by_the_statements_named_for_it() {
     for (index, _) in &needed {
         assert!(indexes.contains(&index.to_string()), "{index} is gone");
     }
+}
+
+/// A resource's history is the key's range, in its order (migration 0019: the table is keyed
+/// by (resource_id, id) and has no index of its own): no sort, no other B-tree.
+#[test]
+fn a_history_is_read_by_its_key_in_order() {
+    let c = db();
+    assert_eq!(
+        plan(&c, &st::LOAD_HISTORY),
+        "SEARCH resource_transition USING PRIMARY KEY (resource_id=?)"
+    );
 }
 
 /// The indexes 0012 dropped stay dropped, and the statements that could have used them plan

@@ -5,7 +5,10 @@
 //!   the text), every row kept with its id, no `sqlite_sequence` row written by an insert any
 //!   more, and ids that keep increasing from the largest one;
 //! - 0015 (resource WITHOUT ROWID): the same columns and constraints, every row, the
-//!   references to it still checked, and one B-tree where there were two.
+//!   references to it still checked, and one B-tree where there were two;
+//! - 0019 (a resource's history keyed by the resource): every row with its id, one B-tree
+//!   where there were two, what it refused still refused, each resource's count starting
+//!   at its largest id and the next transition numbered after it.
 
 use rusqlite::types::Value;
 use rusqlite::Connection;
@@ -403,4 +406,126 @@ fn a_0015_that_loses_a_referenced_resource_is_refused_at_its_commit() {
     // rolled back whole: the rowid table and every row, as before
     assert_eq!(rows(&c, ALL_RESOURCES), resources);
     assert!(!definition(&c, "resource").contains("WITHOUT ROWID"));
+}
+
+// ---------------------------------------------------------------- 0019
+
+const HISTORY_0019: &str = "0019_history_per_resource.sql";
+const HISTORY_IN_ORDER: &str = "SELECT * FROM resource_transition ORDER BY resource_id, id";
+
+#[test]
+fn the_history_after_0019_is_one_b_tree_keyed_by_resource_with_every_row() {
+    let c = before(HISTORY_0019);
+    fill(&c);
+    let history = rows(&c, HISTORY_IN_ORDER);
+    let columns = "SELECT name, type, pk FROM pragma_table_xinfo('resource_transition')";
+    let names_and_types = |c: &Connection| -> Vec<Vec<Value>> {
+        rows(c, columns)
+            .into_iter()
+            .map(|mut r| {
+                r.truncate(2);
+                r
+            })
+            .collect()
+    };
+    let columns_before = names_and_types(&c);
+    let b_trees = |c: &Connection| -> Vec<Vec<Value>> {
+        rows(
+            c,
+            "SELECT name FROM sqlite_master WHERE tbl_name = 'resource_transition' \
+                 AND rootpage > 0 ORDER BY name",
+        )
+    };
+    assert_eq!(
+        b_trees(&c).len(),
+        2,
+        "a row table and its (resource_id, id) index"
+    );
+
+    apply(&c, HISTORY_0019, &migration_text(HISTORY_0019)).expect("0019 applies");
+
+    assert_eq!(
+        rows(&c, HISTORY_IN_ORDER),
+        history,
+        "every row, with its id"
+    );
+    assert_eq!(
+        names_and_types(&c),
+        columns_before,
+        "the same columns in the same order"
+    );
+    assert_eq!(
+        b_trees(&c),
+        vec![vec![Value::Text("resource_transition".into())]]
+    );
+    assert!(definition(&c, "resource_transition").ends_with("WITHOUT ROWID"));
+    // each resource's count is its largest id (none: 0)
+    assert_eq!(
+        rows(&c, "SELECT id, transitions FROM resource ORDER BY id"),
+        [("inv_1", 1), ("inv_2", 3), ("wdr_1", 0)]
+            .map(|(id, n)| vec![Value::Text(id.into()), Value::Integer(n)])
+    );
+    assert!(rows(&c, "PRAGMA foreign_key_check").is_empty());
+    let insert = |id: i64, resource: &str, cause_kind: &str| {
+        format!(
+            "INSERT INTO resource_transition (id, resource_id, to_status, cause_kind, cause) \
+             VALUES ({id}, '{resource}', 'paid', '{cause_kind}', 'evt_9')"
+        )
+    };
+    assert_refused(
+        &c,
+        &[
+            ("a transition's resource", &insert(9, "inv_nope", "event")),
+            ("the cause's kind", &insert(9, "inv_1", "rumour")),
+            ("an id twice in a resource", &insert(1, "inv_1", "event")),
+            (
+                "no id",
+                "INSERT INTO resource_transition (resource_id, to_status, cause_kind, cause) \
+                 VALUES ('inv_1', 'paid', 'event', 'evt_9')",
+            ),
+        ],
+    );
+    // the same id in another resource is another key
+    c.execute_batch(&insert(1, "wdr_1", "reconciliation"))
+        .unwrap();
+
+    // the core's guarded write and history insert number the next transition after the
+    // largest id, in its resource
+    let refunded: Vec<Value> = ["inv_2", "invoice", "paid"]
+        .iter()
+        .map(|v| Value::Text((*v).into()))
+        .chain([Value::Null, Value::Null, Value::Null])
+        .chain([
+            Value::Text("tok".into()),
+            Value::Text("[\"refunded\"]".into()),
+            Value::Null,
+        ])
+        .collect();
+    let guarded = &paymos_core::statements::GUARDED_UPDATE;
+    assert_eq!(
+        c.execute(guarded.sql, rusqlite::params_from_iter(refunded))
+            .unwrap(),
+        1
+    );
+    let history = &paymos_core::statements::INSERT_HISTORY;
+    let args = ["inv_2", "tok", "manual", "a reason"].map(|v| Value::Text(v.into()));
+    let args = args.into_iter().chain([Value::Null]);
+    assert_eq!(
+        c.execute(history.sql, rusqlite::params_from_iter(args))
+            .unwrap(),
+        1
+    );
+    let text = |v: &str| Value::Text(v.into());
+    assert_eq!(
+        rows(
+            &c,
+            "SELECT id, from_status, to_status FROM resource_transition \
+                  WHERE resource_id = 'inv_2' ORDER BY id"
+        ),
+        vec![
+            vec![Value::Integer(2), Value::Null, text("paid")],
+            vec![Value::Integer(3), text("paid"), text("refunded")],
+            vec![Value::Integer(4), text("refunded"), text("paid")],
+        ]
+    );
 }

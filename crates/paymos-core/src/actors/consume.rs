@@ -195,7 +195,14 @@ impl Batch {
         match std::mem::replace(&mut self.phase, Phase::Done) {
             Phase::Load => {
                 self.phase = Phase::Load;
-                let ids: Vec<&str> = self.messages.iter().map(|m| m.event_id.as_str()).collect();
+                // distinct: the load joins from the list, so a copy listed twice would be read
+                // (and billed) twice
+                let mut ids: Vec<&str> = Vec::with_capacity(self.messages.len());
+                for m in &self.messages {
+                    if !ids.contains(&m.event_id.as_str()) {
+                        ids.push(&m.event_id);
+                    }
+                }
                 Step::Load(st::LOAD_DELIVERIES.bind(vec![Arg::json_list(&ids)]))
             }
             Phase::Apply => {

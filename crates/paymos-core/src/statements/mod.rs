@@ -268,7 +268,6 @@ pub static ALL: &[&Statement] = &[
     &LOAD_DELIVERIES,
     &LIST_DELIVERIES,
     &MARK_IGNORED,
-    &TALLY_IGNORED,
     &RECORD_FAILURE,
     &MARK_DEAD,
     &CLAIM_UNPROCESSED,
@@ -286,10 +285,8 @@ pub static ALL: &[&Statement] = &[
     &CANCEL_EFFECT,
     &TALLY_CANCEL,
     &FILL_RESOURCE,
-    &FILL_EFFECTS,
     &RELEASE_EFFECTS,
     &RECORD_OUTCOME,
-    &TALLY_OUTCOME,
     &READ_BACK,
     &LOAD_EFFECTS_FOR_DISPATCH,
     &DEFER_EFFECT,
@@ -441,19 +438,15 @@ mod tests {
             names,
             [
                 "GUARDED_UPSERT",
+                "FILL_RESOURCE",
                 "INSERT_HISTORY",
                 "INSERT_EFFECT",
-                "FILL_RESOURCE",
-                "FILL_EFFECTS",
                 "RELEASE_EFFECTS",
-                "TALLY_OUTCOME",
                 "RECORD_OUTCOME",
                 "READ_BACK"
             ]
         );
-        // the tally predicts RECORD_OUTCOME from the same arguments
-        assert_eq!(b[6].args, b[7].args);
-        assert_eq!(b[2].args[3], Arg::text("LIC"));
+        assert_eq!(b[3].args[3], Arg::text("LIC"));
         assert_eq!(
             b[0].args[7],
             Arg::json_list(&[

@@ -28,15 +28,20 @@ statement!(
     // verdict still applies, and its outcome overrides `dead`). Without it, a duplicate queue
     // message that loaded the delivery before another copy committed re-applies it where the
     // table has a cycle (confirming -> partially_paid -> confirming): found by paymos-sim.
-    "INSERT INTO resource (id, kind, status, order_ref, amount, currency, transition_token) \
-     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
+    //
+    // The write that wins also numbers the transition (`transitions`, migration 0019): the
+    // id INSERT_HISTORY gives the history row.
+    "INSERT INTO resource (id, kind, status, order_ref, amount, currency, transition_token, \
+       transitions) \
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, 1 \
      WHERE (?9 IS NULL OR EXISTS (SELECT 1 FROM webhook_delivery \
        WHERE event_id = ?9 AND (processed_at IS NULL OR outcome = 'dead'))) \
      ON CONFLICT (id) DO UPDATE SET previous_status = resource.status, status = excluded.status, \
        order_ref = coalesce(resource.order_ref, excluded.order_ref), \
        amount = coalesce(excluded.amount, resource.amount), \
        currency = coalesce(excluded.currency, resource.currency), \
-       transition_token = excluded.transition_token, updated_at = ",
+       transition_token = excluded.transition_token, transitions = resource.transitions + 1, \
+       updated_at = ",
     now!(),
     " \
      WHERE resource.status IN (SELECT value FROM json_each(?8))"
@@ -56,10 +61,11 @@ statement!(
         "delivery"
     ],
     // For plans that need an existing row. A first known order_ref is never overwritten.
-    // The delivery gate (?9) as in GUARDED_UPSERT.
+    // The delivery gate (?9) and the numbering as in GUARDED_UPSERT.
     "UPDATE resource SET previous_status = status, status = ?3, \
        order_ref = coalesce(order_ref, ?4), amount = coalesce(?5, amount), \
-       currency = coalesce(?6, currency), transition_token = ?7, updated_at = ",
+       currency = coalesce(?6, currency), transition_token = ?7, \
+       transitions = transitions + 1, updated_at = ",
     now!(),
     " \
      WHERE id = ?1 AND kind = ?2 AND status IN (SELECT value FROM json_each(?8)) \
@@ -71,10 +77,12 @@ statement!(
     INSERT_HISTORY,
     ["id", "token", "cause_kind", "cause", "actor"],
     // only if this attempt's write won: the token is this transaction's; `actor` names the
-    // operator of a manual transition (NULL otherwise)
-    "INSERT INTO resource_transition (resource_id, from_status, to_status, cause_kind, cause, \
-       actor) \
-     SELECT id, previous_status, status, ?3, ?4, ?5 FROM resource \
+    // operator of a manual transition (NULL otherwise). Its id is the resource's count of
+    // transitions, which that write raised: the history's key is (resource, id), migration
+    // 0019.
+    "INSERT INTO resource_transition (id, resource_id, from_status, to_status, cause_kind, \
+       cause, actor) \
+     SELECT transitions, id, previous_status, status, ?3, ?4, ?5 FROM resource \
      WHERE id = ?1 AND transition_token = ?2"
 );
 
@@ -152,38 +160,33 @@ statement!(
 statement!(
     FILL_RESOURCE,
     ["id", "order_ref", "amount", "currency"],
-    // facts learned late (a stale event, reconciliation, an operator) fill what is missing,
-    // whatever the guard decided; a known value is never overwritten
+    // Facts learned late (a stale event, reconciliation, an operator) fill what is missing
+    // when the guard refused; a known value is never overwritten. The resource's effects get
+    // what it learns from the trigger `resource_facts_to_effects` (migration 0018).
+    //
+    // It runs right after the guarded write (`transition_batch`), and only if that changed
+    // nothing: a write that won has already filled every fact it carries (coalesce), the same
+    // ones. `changes()` is the row count of the statement just before, in the same
+    // transaction; as a scalar subquery it is evaluated once, and a NULL key reads no row
+    // (D1 counts 0 rows read instead of 1, per transition).
     "UPDATE resource SET order_ref = coalesce(order_ref, ?2), \
        amount = coalesce(amount, ?3), currency = coalesce(currency, ?4), updated_at = ",
     now!(),
     " \
-     WHERE id = ?1 AND ((order_ref IS NULL AND ?2 IS NOT NULL) \
+     WHERE id = (SELECT ?1 WHERE changes() = 0) AND ((order_ref IS NULL AND ?2 IS NOT NULL) \
        OR (amount IS NULL AND ?3 IS NOT NULL) OR (currency IS NULL AND ?4 IS NOT NULL))"
 );
 
-statement!(
-    FILL_EFFECTS,
-    ["id"],
-    // a fulfilment made before the order_ref was known gets it now
-    "UPDATE effect SET order_ref = coalesce(effect.order_ref, r.order_ref), \
-       amount = coalesce(effect.amount, r.amount), currency = coalesce(effect.currency, r.currency) \
-     FROM resource r \
-     WHERE effect.resource_id = ?1 AND r.id = ?1 \
-       AND ((effect.order_ref IS NULL AND r.order_ref IS NOT NULL) \
-         OR (effect.amount IS NULL AND r.amount IS NOT NULL) \
-         OR (effect.currency IS NULL AND r.currency IS NOT NULL))"
-);
-
-/// Whether this transaction's guarded write won (RECORD_OUTCOME and its tally: ?2 the
-/// resource, ?3 the token).
+/// Whether this transaction's guarded write won (RECORD_OUTCOME: ?2 the resource, ?3 the
+/// token).
 macro_rules! outcome_won {
     () => {
         "EXISTS (SELECT 1 FROM resource WHERE id = ?2 AND transition_token = ?3)"
     };
 }
 
-/// RECORD_OUTCOME's condition, which its tally predicts.
+/// RECORD_OUTCOME's condition. The outcome it writes is counted by the trigger
+/// `delivery_outcome_counted` (migration 0018), for the rows it did change.
 macro_rules! outcome_where {
     () => {
         concat!(
@@ -209,23 +212,6 @@ statement!(
     " THEN 'applied' ELSE 'stale' END \
      WHERE ",
     outcome_where!()
-);
-
-statement!(
-    TALLY_OUTCOME,
-    ["event_id", "id", "token"],
-    // just before RECORD_OUTCOME, on its condition, in its transaction: the outcome it writes
-    // counted (from unprocessed, or from dead when applied: a dismissed dead one leaves the
-    // dismissed count); a copy whose RECORD_OUTCOME changes nothing counts nothing
-    "UPDATE tally SET deliveries_applied = deliveries_applied + x.won, \
-       deliveries_stale = deliveries_stale + 1 - x.won, \
-       deliveries_dismissed = deliveries_dismissed - x.dismissed \
-     FROM (SELECT ",
-    outcome_won!(),
-    " AS won, (outcome IS 'dead' AND dismissed_at IS NOT NULL) AS dismissed \
-       FROM webhook_delivery WHERE ",
-    outcome_where!(),
-    ") AS x WHERE tally.id = 1"
 );
 
 statement!(
@@ -305,6 +291,15 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
         Arg::json_list(&allowed),
         Arg::opt(r.delivery),
     ]));
+    if r.order_ref.is_some() || r.amount.is_some() || r.currency.is_some() {
+        // right after the guarded write: it reads that statement's `changes()`
+        batch.push(FILL_RESOURCE.bind(vec![
+            Arg::text(r.resource_id),
+            Arg::opt(r.order_ref),
+            Arg::opt(r.amount),
+            Arg::opt(r.currency),
+        ]));
+    }
     batch.push(INSERT_HISTORY.bind(vec![
         Arg::text(r.resource_id),
         Arg::text(r.token),
@@ -339,15 +334,6 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
         batch.push(TALLY_CANCEL.bind(args.clone()));
         batch.push(CANCEL_EFFECT.bind(args));
     }
-    if r.order_ref.is_some() || r.amount.is_some() || r.currency.is_some() {
-        batch.push(FILL_RESOURCE.bind(vec![
-            Arg::text(r.resource_id),
-            Arg::opt(r.order_ref),
-            Arg::opt(r.amount),
-            Arg::opt(r.currency),
-        ]));
-        batch.push(FILL_EFFECTS.bind(vec![Arg::text(r.resource_id)]));
-    }
     // In pull mode nothing is handed to a queue: the feed offers a pending effect whatever its
     // `enqueued_at`, and CLAIM_EFFECTS takes one never enqueued (NULL) as soon as an order
     // system is configured. So the release, a row written and five read per transition, is
@@ -356,13 +342,11 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
         batch.push(RELEASE_EFFECTS.bind(vec![Arg::text(r.resource_id)]));
     }
     if let Some(event_id) = r.delivery {
-        let args = vec![
+        batch.push(RECORD_OUTCOME.bind(vec![
             Arg::text(event_id),
             Arg::text(r.resource_id),
             Arg::text(r.token),
-        ];
-        batch.push(TALLY_OUTCOME.bind(args.clone()));
-        batch.push(RECORD_OUTCOME.bind(args));
+        ]));
     }
     batch.push(READ_BACK.bind(vec![
         Arg::text(r.resource_id),
