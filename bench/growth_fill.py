@@ -122,6 +122,7 @@ def generate(g, cur, count, start, span, working):
         order_ref = "order_" + token(10)
         status = None
         last_t = t
+        transitions = 0  # the resource numbers its history (migration 0019)
         live = rng.random() > 0.002  # 0.2 % from the other mode: ignored
         if working and t0 < start + 1800:
             live = True  # none near the 24-hour window's edge
@@ -162,11 +163,13 @@ def generate(g, cur, count, start, span, working):
                                      enqueued, 0, reason, 0, dismissed_at, dismiss_reason))
                 if outcome == "applied":
                     to = STATE[event_type.split(".")[1]]
-                    g.history.append((rid_s, status, to, "event", eid, processed))
+                    transitions += 1
+                    g.history.append((transitions, rid_s, status, to, "event", eid, processed))
                     status = to
                     last_t = received
         if status is not None:
-            g.resources.append((rid_s, KIND[kind], status, order_ref if kind == "inv" else None, iso(t0), iso(last_t)))
+            g.resources.append((rid_s, KIND[kind], status, order_ref if kind == "inv" else None, iso(t0), iso(last_t),
+                                transitions))
         # the effect of the story's last applied state, delivered (the working set aside)
         if status is not None and effect and status in ("paid", "refunded", "completed", "confirmed"):
             ekind = {"fulfilment": "fulfilment", "refund": "fulfilment", "settlement": "settlement", "credit": "credit"}[effect]
@@ -301,8 +304,15 @@ def flush(cur, deliveries, resources, history, effects):
         "last_error, enqueued_at, replays, reason, generation, dismissed_at, dismiss_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         deliveries,
     )
-    cur.executemany("INSERT INTO resource (id, kind, status, order_ref, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)", resources)
-    cur.executemany("INSERT INTO resource_transition (resource_id, from_status, to_status, cause_kind, cause, at) VALUES (?, ?, ?, ?, ?, ?)", history)
+    cur.executemany(
+        "INSERT INTO resource (id, kind, status, order_ref, created_at, updated_at, transitions) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        resources,
+    )
+    cur.executemany(
+        "INSERT INTO resource_transition (id, resource_id, from_status, to_status, cause_kind, cause, at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        history,
+    )
     cur.executemany(
         "INSERT INTO effect (resource_id, kind, license_code, order_ref, amount, currency, cause, created_at, effect_id, dispatch, "
         "attempts, rung, delivered_at, enqueued_at, first_attempt_at, dead_at, dismissed_at, dismiss_reason) "
