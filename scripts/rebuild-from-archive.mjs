@@ -14,6 +14,7 @@
 //
 // What the archive does not hold comes back empty: attempts, last_error, replays and
 // generation start at 0, and `reason` (livemode_mismatch, unknown_event_type) is not kept.
+// The last statement counts the deliveries' kept counts again (RECOUNT, below).
 //
 // Where the objects come from:
 //   --local [--persist-to DIR]  the local bucket of `npm start` / wrangler dev (Miniflare's
@@ -132,6 +133,19 @@ function insert(line, key, withBodies) {
   );
 }
 
+// Last, the kept counts of deliveries (`tally`, migration 0009; the metrics read them) are
+// counted again from the rows. Whether the lost rows had left the counts (a restore to before
+// them) or not (a mistaken DELETE, which no count follows), the rows on record after the
+// rebuild are what the counts must say: a full count, once, at recovery time.
+const RECOUNT =
+  "UPDATE tally SET " +
+  "deliveries_applied = (SELECT count(*) FROM webhook_delivery WHERE outcome = 'applied'), " +
+  "deliveries_stale = (SELECT count(*) FROM webhook_delivery WHERE outcome = 'stale'), " +
+  "deliveries_ignored = (SELECT count(*) FROM webhook_delivery WHERE outcome = 'ignored'), " +
+  "deliveries_dismissed = (SELECT count(*) FROM webhook_delivery WHERE outcome = 'dead' AND dismissed_at IS NOT NULL), " +
+  "livemode_mismatches = (SELECT count(*) FROM webhook_delivery WHERE reason = 'livemode_mismatch') " +
+  "WHERE id = 1;";
+
 async function main() {
   const o = parseArgs(process.argv.slice(2));
   const [y, m, d] = o.day.split("-");
@@ -148,7 +162,7 @@ async function main() {
     }
   }
   const statements = [...latest.values()].map(({ line, key }) => ({ id: line.event_id, text: insert(line, key, o.withBodies) }));
-  const text = statements.map((s) => s.text).join("\n") + "\n";
+  const text = [...statements.map((s) => s.text), RECOUNT].join("\n") + "\n";
   if (o.out) await writeFile(o.out, text);
   else process.stdout.write(text);
   console.error(

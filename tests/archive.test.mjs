@@ -499,7 +499,9 @@ test("a lost day is rebuilt from the archive (docs/recovery.md), and rebuilding 
     const made = await run("node", [script, "--day", day, "--local", "--persist-to", dir, "--out", sqlFile], { cwd: ROOT });
     assert.match(made.stderr, new RegExp(`1 objects, 4 lines, 4 deliveries of ${day}`));
     const text = await readFile(sqlFile, "utf8");
-    assert.equal(text.trim().split("\n").length, 4);
+    const sqlLines = text.trim().split("\n");
+    assert.equal(sqlLines.length, 5, "an insert per delivery, then the recount");
+    assert.match(sqlLines[4], /^UPDATE tally SET /);
     const execute = () =>
       run(path.join(ROOT, "node_modules/.bin/wrangler"), ["d1", "execute", "DB", "--local", "--persist-to", dir, "--file", sqlFile], {
         cwd: ROOT,
@@ -516,6 +518,15 @@ test("a lost day is rebuilt from the archive (docs/recovery.md), and rebuilding 
         assert.equal(r.outcome, "applied");
         assert.equal(r.received_at, d.received_at);
       }
+      // the kept counts say what is on record (the metrics read them), lost rows back included
+      const counted = async () => {
+        const m = (await admin(y.url, "GET", "/metrics")).json;
+        const full = await y.db.prepare("SELECT count(*) AS n FROM webhook_delivery WHERE outcome = 'applied'").first();
+        return [m.deliveries.by_outcome.applied, full.n];
+      };
+      const [applied, onRecord] = await counted();
+      assert.equal(applied, onRecord, "the metrics' applied count is a full count after the rebuild");
+      assert.ok(onRecord >= lost.length + kept.length, `${onRecord} applied on record`);
       const snapshot = await y.db.prepare("SELECT * FROM webhook_delivery ORDER BY event_id").all();
       // the dedupe answers for it again
       const env = JSON.parse(lost[0].body);
@@ -524,6 +535,7 @@ test("a lost day is rebuilt from the archive (docs/recovery.md), and rebuilding 
       // rebuilding again: every insert is a no-op by the primary key
       await execute();
       assert.deepEqual((await y.db.prepare("SELECT * FROM webhook_delivery ORDER BY event_id").all()).results, snapshot.results);
+      assert.deepEqual(await counted(), [applied, onRecord], "and counted once");
       for (const d of kept) assert.equal((await row(y.db, d.event_id)).body, "");
       // and a replay reads the body back from the object the rebuilt row points to
       assert.equal((await admin(y.url, "POST", `/deliveries/${lost[1].event_id}/replay`)).status, 202);
