@@ -72,6 +72,17 @@ fn rows(c: &Connection, sql: &str) -> Vec<Vec<Value>> {
         .unwrap()
 }
 
+/// The B-trees that hold `table` and its indexes, by name.
+fn b_trees(c: &Connection, table: &str) -> Vec<Vec<Value>> {
+    rows(
+        c,
+        &format!(
+            "SELECT name FROM sqlite_master WHERE tbl_name = '{table}' AND rootpage > 0 \
+             ORDER BY name"
+        ),
+    )
+}
+
 /// A table's CREATE text without comments, quotes, AUTOINCREMENT or layout: what SQLite
 /// enforces (columns in order, types, NOT NULL, defaults, CHECKs, UNIQUE, REFERENCES).
 fn definition(c: &Connection, table: &str) -> String {
@@ -339,10 +350,11 @@ fn resource_after_0015_is_one_b_tree_with_every_row_and_reference() {
     let others = "SELECT type, name, tbl_name, sql FROM sqlite_master \
                   WHERE tbl_name <> 'resource' ORDER BY type, name";
     let other_tables = rows(&c, others);
-    let b_trees = |c: &Connection| -> Vec<Vec<Value>> {
-        rows(c, "SELECT name FROM sqlite_master WHERE tbl_name = 'resource' AND rootpage > 0 ORDER BY name")
-    };
-    assert_eq!(b_trees(&c).len(), 2, "a row table and its key's index");
+    assert_eq!(
+        b_trees(&c, "resource").len(),
+        2,
+        "a row table and its key's index"
+    );
 
     apply(&c, RESOURCE_0015, &migration_text(RESOURCE_0015)).expect("0015 applies");
 
@@ -354,7 +366,10 @@ fn resource_after_0015_is_one_b_tree_with_every_row_and_reference() {
         rows(&c, "SELECT * FROM pragma_table_xinfo('resource')"),
         columns_before
     );
-    assert_eq!(b_trees(&c), vec![vec![Value::Text("resource".into())]]);
+    assert_eq!(
+        b_trees(&c, "resource"),
+        vec![vec![Value::Text("resource".into())]]
+    );
     assert_eq!(rows(&c, ALL_RESOURCES), resources, "every resource");
     assert_eq!(rows(&c, ALL_TRANSITIONS), transitions);
     assert_eq!(rows(&c, ALL_EFFECTS), effects);
@@ -418,26 +433,10 @@ fn the_history_after_0019_is_one_b_tree_keyed_by_resource_with_every_row() {
     let c = before(HISTORY_0019);
     fill(&c);
     let history = rows(&c, HISTORY_IN_ORDER);
-    let columns = "SELECT name, type, pk FROM pragma_table_xinfo('resource_transition')";
-    let names_and_types = |c: &Connection| -> Vec<Vec<Value>> {
-        rows(c, columns)
-            .into_iter()
-            .map(|mut r| {
-                r.truncate(2);
-                r
-            })
-            .collect()
-    };
-    let columns_before = names_and_types(&c);
-    let b_trees = |c: &Connection| -> Vec<Vec<Value>> {
-        rows(
-            c,
-            "SELECT name FROM sqlite_master WHERE tbl_name = 'resource_transition' \
-                 AND rootpage > 0 ORDER BY name",
-        )
-    };
+    let columns = "SELECT name, type FROM pragma_table_xinfo('resource_transition')";
+    let columns_before = rows(&c, columns);
     assert_eq!(
-        b_trees(&c).len(),
+        b_trees(&c, "resource_transition").len(),
         2,
         "a row table and its (resource_id, id) index"
     );
@@ -450,12 +449,12 @@ fn the_history_after_0019_is_one_b_tree_keyed_by_resource_with_every_row() {
         "every row, with its id"
     );
     assert_eq!(
-        names_and_types(&c),
+        rows(&c, columns),
         columns_before,
         "the same columns in the same order"
     );
     assert_eq!(
-        b_trees(&c),
+        b_trees(&c, "resource_transition"),
         vec![vec![Value::Text("resource_transition".into())]]
     );
     assert!(definition(&c, "resource_transition").ends_with("WITHOUT ROWID"));
