@@ -511,8 +511,23 @@ test("health charts: the last 24 hours as inline SVG drawn by the page's script,
   const answered = page.waitForResponse((r) => r.url().includes("/admin/api/metrics/history"));
   await page.click("#health-refresh");
   const history = await (await answered).json();
-  await page.waitForFunction(() => document.querySelectorAll("#chart-list figure.chart svg").length === 4);
   assert.equal(history.buckets.length, 24);
+  // the charts of the page's first load are already there: wait for the ones drawn from this
+  // answer (each chart's total is this answer's), not for any four
+  const api = {
+    deliveries: (b) => Object.fromEntries(["applied", "stale", "ignored", "dead", "dismissed", "unprocessed"].map((k) => [k, b.deliveries[k]])),
+    refusals: (b) => ({ 401: b.refused["401"], 400: b.refused["400"], 413: b.refused["413"] }),
+    backlog: (b) => ({ unprocessed: b.backlog.unprocessed }),
+    effects: (b) => ({ delivered: b.effects.delivered, pending: b.effects.pending }),
+  };
+  const totals = Object.fromEntries(Object.entries(api).map(([key, f]) => [key, history.buckets.reduce((n, b) => n + Object.values(f(b)).reduce((m, v) => m + (v ?? 0), 0), 0)]));
+  await page.waitForFunction(
+    (totals) => {
+      const charts = [...document.querySelectorAll("#chart-list figure.chart")];
+      return charts.length === 4 && charts.every((f) => f.querySelector("svg") && Number(f.dataset.total) === totals[f.dataset.chart]);
+    },
+    totals,
+  );
 
   const drawn = await page.evaluate(() =>
     [...document.querySelectorAll("#chart-list figure.chart")].map((f) => ({
@@ -535,12 +550,6 @@ test("health charts: the last 24 hours as inline SVG drawn by the page's script,
   assert.deepEqual(drawn.map((c) => c.key), ["deliveries", "refusals", "backlog", "effects"]);
   assert.ok(drawn.every((c) => c.namespace === "http://www.w3.org/2000/svg" && c.role === "img" && c.label), "inline SVG, labelled");
   // every bar is one of the API's values, and every value above 0 is a bar
-  const api = {
-    deliveries: (b) => Object.fromEntries(["applied", "stale", "ignored", "dead", "dismissed", "unprocessed"].map((k) => [k, b.deliveries[k]])),
-    refusals: (b) => ({ 401: b.refused["401"], 400: b.refused["400"], 413: b.refused["413"] }),
-    backlog: (b) => ({ unprocessed: b.backlog.unprocessed }),
-    effects: (b) => ({ delivered: b.effects.delivered, pending: b.effects.pending }),
-  };
   for (const c of drawn) {
     const want = [];
     let total = 0;
