@@ -15,9 +15,13 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknow
   rustup target add wasm32-unknown-unknown
 fi
 
+# The tools at opt-level 1, not 3: worker-build and wasm-bindgen-cli took 374 s to install
+# against 428 s (measured with a shared target directory, which saved wasm-bindgen-cli 8 s of
+# 162, so it is left out), and wasm-bindgen ran on the worker's wasm in the same 170 ms.
 cargo_install() { # name version: --locked first; a lagging registry index can make it fail, so retry without
   say "installing $1 $2 (first time only; a few minutes on 2 cores)"
-  cargo install "$1" --version "$2" --locked || cargo install "$1" --version "$2"
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo install "$1" --version "$2" --locked ||
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo install "$1" --version "$2"
 }
 
 # The Debian, Python and npm installs wait mostly on the network and the disk, cargo's on the
