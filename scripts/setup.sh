@@ -26,8 +26,9 @@ cargo_install() { # name version: --locked first; a lagging registry index can m
 
 # The Debian, Python and npm installs wait mostly on the network and the disk, cargo's on the
 # CPU: on a fresh machine the first run in the background while cargo compiles the two tools
-# (about 1 min of the 8 min set-up; the two cargo installs side by side took 422 s against 428 s
-# one after the other, so they stay in turn). Their output goes to a log, printed if they fail.
+# (they took about 1 min of the 8 min set-up in turn; the two cargo installs side by side took
+# 422 s against 428 s one after the other, so they stay in turn). Their output goes to a log,
+# printed if they fail.
 other_installs() {
   # The Python packages the tests use (requirements-dev.txt, pinned) in a virtualenv under the
   # repository, .venv (git-ignored): made once, installed again whenever requirements-dev.txt
