@@ -25,7 +25,6 @@ pub fn insert_delivery_start(
     ]);
     let statement = prepare(db, &bound)?;
     Ok(statement
-        .inner()
         .first(Some("event_id"))
         .map_err(insert_delivery_failed)?
         .into())

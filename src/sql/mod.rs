@@ -1,11 +1,12 @@
 //! Runs the shared statements (`paymos_core::statements`, where every SQL text is defined
 //! once) on D1, and reads their rows into types. No SQL text lives here.
 
-use paymos_core::statements::{Arg, Bound};
+use paymos_core::statements::Bound;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
-use worker::{js_sys, wasm_bindgen_futures, D1Database, D1PreparedStatement, D1Result, Env};
+use worker::worker_sys::D1PreparedStatement as StatementSys;
+use worker::{js_sys, D1Database, Env};
 
 /// D1 failed (unreachable, overloaded, a constraint), a row did not read, or one was missing:
 /// the sender or the queue retries (503, `src/error.rs`). Names the statement (a batch's
@@ -45,9 +46,18 @@ fn failed(at: Site, e: worker::Error) -> DbError {
     }
 }
 
-/// A rejected promise of a statement at `at` (a call through `inner()`).
+/// A rejected call of a statement at `at` (`d1`): D1's own message and its cause, or the
+/// error as workers-rs converts it.
 fn rejected(at: Site, e: JsValue) -> DbError {
-    failed(at, worker::Error::from(e))
+    match d1::rejection(e) {
+        Ok(message) => DbError::Call { at, message },
+        Err(e) => failed(at, e),
+    }
+}
+
+/// A row that did not read into its type.
+fn unreadable(at: Site, message: String) -> DbError {
+    DbError::Row { at, message }
 }
 
 /// The `DB` binding; a missing binding is the database being unavailable.
@@ -55,33 +65,19 @@ pub fn database(env: &Env) -> DbResult<D1Database> {
     env.d1("DB").map_err(|e| DbError::Binding(message(&e)))
 }
 
-fn js(arg: &Arg<'_>) -> JsValue {
-    match arg {
-        Arg::Null => JsValue::NULL,
-        Arg::Int(i) => JsValue::from_f64(*i as f64),
-        Arg::Text(s) => JsValue::from_str(s),
-    }
-}
-
-fn prepare(db: &D1Database, b: &Bound<'_>) -> DbResult<D1PreparedStatement> {
-    let args: Vec<JsValue> = b.args.iter().map(js).collect();
-    db.prepare(b.statement.sql)
-        .bind(&args)
-        .map_err(|e| failed(Site::of(b), e))
+fn prepare(db: &D1Database, b: &Bound<'_>) -> DbResult<StatementSys> {
+    d1::prepare(db, b).map_err(|e| rejected(Site::of(b), e))
 }
 
 async fn first<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbResult<Option<T>> {
-    let statement = prepare(db, &b)?;
-    statement
-        .first(None)
+    let row = d1::first(&prepare(db, &b)?)
         .await
-        .map_err(|e| failed(Site::of(&b), e))
+        .map_err(|e| rejected(Site::of(&b), e))?;
+    d1::read(&row).map_err(|m| unreadable(Site::of(&b), m))
 }
 
 async fn all<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbResult<Vec<T>> {
-    let statement = prepare(db, &b)?;
-    let result = statement.all().await.map_err(|e| failed(Site::of(&b), e))?;
-    result.results().map_err(|e| failed(Site::of(&b), e))
+    Ok(all_with_size(db, b).await?.0)
 }
 
 /// Every row a statement returns, read into the core's row type `T`.
@@ -90,41 +86,23 @@ pub async fn all_rows<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbR
 }
 
 /// Every row a statement returns, and the database's size after it as D1 reports it
-/// (`meta.size_after`, in bytes). Read from the result object itself: workers-rs's
-/// `D1ResultMeta` holds the size in a `usize`, which on wasm32 cannot hold more than 4 GB.
+/// (`meta.size_after`, in bytes).
 pub async fn all_with_size<T: DeserializeOwned>(
     db: &D1Database,
     b: Bound<'_>,
 ) -> DbResult<(Vec<T>, Option<f64>)> {
-    let statement = prepare(db, &b)?;
-    let promise = statement
-        .inner()
-        .all()
-        .map_err(|e| rejected(Site::of(&b), e))?;
-    let result = wasm_bindgen_futures::JsFuture::from(promise)
+    let answer = d1::all(&prepare(db, &b)?)
         .await
         .map_err(|e| rejected(Site::of(&b), e))?;
-    let get = |v: &JsValue, k: &str| js_sys::Reflect::get(v, &JsValue::from_str(k)).ok();
-    let rows = match get(&result, "results") {
-        Some(r) if !r.is_undefined() && !r.is_null() => {
-            serde_wasm_bindgen::from_value(r).map_err(|e| DbError::Row {
-                at: Site::of(&b),
-                message: e.to_string(),
-            })?
-        }
-        _ => Vec::new(),
-    };
-    let size = get(&result, "meta")
-        .and_then(|m| get(&m, "size_after"))
-        .and_then(|s| s.as_f64());
-    Ok((rows, size))
+    let answer: d1::Answer<T> = d1::read(&answer).map_err(|m| unreadable(Site::of(&b), m))?;
+    let size = answer.meta.and_then(|m| m.size_after);
+    Ok((answer.results.unwrap_or_default(), size))
 }
 
 async fn run(db: &D1Database, b: Bound<'_>) -> DbResult<()> {
-    prepare(db, &b)?
-        .run()
+    d1::run(&prepare(db, &b)?)
         .await
-        .map_err(|e| failed(Site::of(&b), e))?;
+        .map_err(|e| rejected(Site::of(&b), e))?;
     Ok(())
 }
 
@@ -132,13 +110,14 @@ async fn run(db: &D1Database, b: Bound<'_>) -> DbResult<()> {
 /// does not read names its statement.
 pub struct Results {
     names: Vec<&'static str>,
-    results: Vec<D1Result>,
+    /// each statement's rows, as D1 answered them
+    rows: Vec<Vec<serde_json::Value>>,
 }
 
 impl Results {
     /// How many statements gave results.
     pub fn len(&self) -> usize {
-        self.results.len()
+        self.rows.len()
     }
 
     /// The statement at `i`, as a failure names it.
@@ -148,10 +127,10 @@ impl Results {
 
     /// Every row of the statement at `i` (none past the end).
     fn rows<T: DeserializeOwned>(&self, i: usize) -> DbResult<Vec<T>> {
-        match self.results.get(i) {
-            Some(r) => r.results::<T>().map_err(|e| failed(self.site(i), e)),
-            None => Ok(Vec::new()),
-        }
+        let rows = self.rows.get(i).map_or(&[][..], Vec::as_slice);
+        rows.iter()
+            .map(|row| T::deserialize(row).map_err(|e| unreadable(self.site(i), e.to_string())))
+            .collect()
     }
 
     /// A row the statement at `i` must have returned: `what` says which, when it did not.
@@ -165,17 +144,21 @@ impl Results {
 
 /// One D1 batch: one transaction, all or nothing.
 async fn batch(db: &D1Database, bs: &[Bound<'_>]) -> DbResult<Results> {
-    let stmts = bs
+    let statements = bs
         .iter()
         .map(|b| prepare(db, b))
         .collect::<DbResult<Vec<_>>>()?;
-    let results = db
-        .batch(stmts)
+    let answers = d1::batch(db, statements)
         .await
-        .map_err(|e| failed(Site::batch(bs), e))?;
+        .map_err(|e| rejected(Site::batch(bs), e))?;
+    let answers: Vec<d1::Answer<serde_json::Value>> =
+        d1::read(&answers).map_err(|m| unreadable(Site::batch(bs), m))?;
     Ok(Results {
         names: bs.iter().map(|b| b.statement.name).collect(),
-        results,
+        rows: answers
+            .into_iter()
+            .map(|a| a.results.unwrap_or_default())
+            .collect(),
     })
 }
 
@@ -190,6 +173,7 @@ fn first_row<T: DeserializeOwned>(results: &Results, i: usize) -> DbResult<Optio
 struct Present {}
 
 mod audit;
+mod d1;
 mod deliveries;
 mod dismissals;
 mod operations;
