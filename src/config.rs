@@ -241,6 +241,42 @@ pub fn receive_config(env: &Env) -> Result<std::rc::Rc<ReceiveConfig>, Signature
     Ok(RECEIVE.with(|c| c.get_or_init(|| config).clone()))
 }
 
+/// What the queue handler and the deliveries' consumer read on every batch, read once per
+/// isolate for the reason `ReceiveConfig` is: each setting read is several calls into JS (the
+/// binding, its type's name, its text): 30 calls per new delivery at 1 connection before this
+/// was kept (bench/README.md, "Calls between the wasm and JS"). An invalid `PAYMOS_MODE` is
+/// not kept.
+pub struct ConsumeConfig {
+    pub mode: Result<Mode, String>,
+    pub pull: bool,
+    pub retry_base_seconds: u32,
+    pub dead_letter_queue: String,
+    pub effects_queue: String,
+    pub effects_dead_letter_queue: String,
+}
+
+thread_local! {
+    static CONSUME: std::cell::OnceCell<std::rc::Rc<ConsumeConfig>> = const { std::cell::OnceCell::new() };
+}
+
+pub fn consume_config(env: &Env) -> std::rc::Rc<ConsumeConfig> {
+    if let Some(c) = CONSUME.with(|c| c.get().cloned()) {
+        return c;
+    }
+    let config = std::rc::Rc::new(ConsumeConfig {
+        mode: mode(env).map_err(|e| e.to_string()),
+        pull: pull_mode(env),
+        retry_base_seconds: retry_base_seconds(env),
+        dead_letter_queue: dead_letter_queue(env),
+        effects_queue: effects_queue(env),
+        effects_dead_letter_queue: effects_dead_letter_queue(env),
+    });
+    if config.mode.is_err() {
+        return config;
+    }
+    CONSUME.with(|c| c.get_or_init(|| config).clone())
+}
+
 pub fn sweep_after_seconds(env: &Env) -> i64 {
     number(env, &SWEEP_AFTER)
 }

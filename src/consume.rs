@@ -14,11 +14,11 @@ use paymos_core::rows::DeliveryRow;
 use paymos_core::statements::Bound;
 use worker::{D1Database, Env};
 
-fn settings(env: &Env) -> consume::Settings {
+fn settings(config: &config::ConsumeConfig) -> consume::Settings {
     consume::Settings {
-        mode: config::mode(env).map_err(|e| e.to_string()),
-        pull: config::pull_mode(env),
-        retry_base: config::retry_base_seconds(env),
+        mode: config.mode.clone(),
+        pull: config.pull,
+        retry_base: config.retry_base_seconds,
         plan: None,
         edit: None,
     }
@@ -27,13 +27,14 @@ fn settings(env: &Env) -> consume::Settings {
 /// A batch from the deliveries queue or its dead-letter queue. Messages that are not ours
 /// are logged and acknowledged (retrying cannot make them readable).
 pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> worker::Result<()> {
+    let config = config::consume_config(env);
     let db = match sql::database(env) {
         Ok(db) => db,
         Err(e) => {
             // no database binding: nothing can be processed; the queue retries the batch
             log::line("consume", "-", "error", Some(&e.to_string()));
             for m in &messages {
-                m.retry_in(config::retry_base_seconds(env).max(1));
+                m.retry_in(config.retry_base_seconds.max(1));
             }
             return Ok(());
         }
@@ -51,8 +52,8 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
             }
         }
     }
-    if queue_name == config::dead_letter_queue(env) {
-        let base = config::retry_base_seconds(env);
+    if queue_name == config.dead_letter_queue {
+        let base = config.retry_base_seconds;
         for (message, m) in readable {
             dead_letter_one(env, &db, &message, &m, base).await;
         }
@@ -66,7 +67,7 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
             attempts: message.attempts(),
         })
         .collect();
-    let settings = settings(env);
+    let settings = settings(&config);
     let mut pending = vec![(Batch::new(batch, settings.clone()), 0usize)];
     // a batch that fails is split, message by message, each driven in turn
     while let Some((mut batch, offset)) = pending.pop() {

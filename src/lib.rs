@@ -231,8 +231,8 @@ mod queue_export {
         _ctx: ::worker::worker_sys::Context,
     ) -> Result<JsValue, JsValue> {
         let (name, messages) = crate::queue::read_batch(&batch);
-        let is_effects = name == crate::config::effects_queue(&env)
-            || name == crate::config::effects_dead_letter_queue(&env);
+        let config = crate::config::consume_config(&env);
+        let is_effects = name == config.effects_queue || name == config.effects_dead_letter_queue;
         let consumed = if is_effects {
             crate::effects::consume(&name, messages, &env).await
         } else {
