@@ -20,8 +20,34 @@ pub fn prepare(db: &D1Database, b: &Bound<'_>) -> Result<StatementSys, JsValue> 
     if b.args.is_empty() {
         return Ok(statement);
     }
-    let args = js_sys::JSON::parse(&args_json(&b.args))?;
-    statement.bind(args.unchecked_into())
+    let args = if text_bytes(&b.args) > JSON_ARGS_MAX_TEXT {
+        b.args.iter().map(js).collect::<js_sys::Array>()
+    } else {
+        js_sys::JSON::parse(&args_json(&b.args))?.unchecked_into()
+    };
+    statement.bind(args)
+}
+
+/// Up to this many bytes of text the arguments go as one JSON text; beyond (a delivery's body,
+/// the receive path's insert) each goes as its own string, which is not escaped by serde_json
+/// and parsed again by JSON.parse.
+const JSON_ARGS_MAX_TEXT: usize = 256;
+
+fn text_bytes(args: &[Arg<'_>]) -> usize {
+    args.iter()
+        .map(|a| match a {
+            Arg::Text(t) => t.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+fn js(arg: &Arg<'_>) -> JsValue {
+    match arg {
+        Arg::Null => JsValue::NULL,
+        Arg::Int(i) => JsValue::from_f64(*i as f64),
+        Arg::Text(s) => JsValue::from_str(s),
+    }
 }
 
 /// The arguments as a JSON array: integers as the numbers `JsValue::from_f64` made of them
