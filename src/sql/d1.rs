@@ -127,7 +127,7 @@ fn describe(e: &JsValue) -> String {
 
 /// The message a rejected D1 call is reported with: D1's own (`D1_ERROR: …`) and its cause,
 /// as workers-rs's `D1Error` gives them; any other error as workers-rs converts it.
-pub fn rejection(e: JsValue) -> Result<String, worker::Error> {
+pub fn rejection(e: JsValue) -> String {
     if let Some(error) = e.dyn_ref::<js_sys::Error>() {
         let message: String = error.message().into();
         if message.starts_with("D1") {
@@ -136,12 +136,12 @@ pub fn rejection(e: JsValue) -> Result<String, worker::Error> {
                 .dyn_into::<js_sys::Error>()
                 .map(|c| String::from(c.message()))
                 .unwrap_or_else(|_| "unknown error".into());
-            return Ok(if message.contains(&cause) || cause == "unknown error" {
+            return if message.contains(&cause) || cause == "unknown error" {
                 message
             } else {
                 format!("{message} ({cause})")
-            });
+            };
         }
     }
-    Err(worker::Error::from(e))
+    worker::Error::from(e).to_string()
 }

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::worker_sys::D1PreparedStatement as StatementSys;
-use worker::{js_sys, D1Database, Env};
+use worker::{D1Database, Env};
 
 /// D1 failed (unreachable, overloaded, a constraint), a row did not read, or one was missing:
 /// the sender or the queue retries (503, `src/error.rs`). Names the statement (a batch's
@@ -15,43 +15,12 @@ pub use paymos_core::statements::{DbError, Site};
 
 pub type DbResult<T> = Result<T, DbError>;
 
-/// What a runtime error says: D1's own message and its cause, a row's serde error (workers-rs's Display
-/// of those is only "wasm-bindgen serialization error"), or the error's Display.
-fn message(e: &worker::Error) -> String {
-    match e {
-        // D1's own message (`D1_ERROR: …`) and its cause, not the wrapper's Debug text
-        worker::Error::D1(d1) => {
-            let message = String::from(AsRef::<js_sys::Error>::as_ref(d1).message());
-            let cause = d1.cause();
-            if message.contains(&cause) || cause == "unknown error" {
-                message
-            } else {
-                format!("{message} ({cause})")
-            }
-        }
-        worker::Error::SerdeWasmBindgenError(e) => e.to_string(),
-        worker::Error::SerdeJsonError(e) => e.to_string(),
-        _ => e.to_string(),
-    }
-}
-
-/// A D1 call at `at` failed; a row that does not read into its type is `DbError::Row`.
-fn failed(at: Site, e: worker::Error) -> DbError {
-    let message = message(&e);
-    match e {
-        worker::Error::SerdeWasmBindgenError(_) | worker::Error::SerdeJsonError(_) => {
-            DbError::Row { at, message }
-        }
-        _ => DbError::Call { at, message },
-    }
-}
-
 /// A rejected call of a statement at `at` (`d1`): D1's own message and its cause, or the
 /// error as workers-rs converts it.
 fn rejected(at: Site, e: JsValue) -> DbError {
-    match d1::rejection(e) {
-        Ok(message) => DbError::Call { at, message },
-        Err(e) => failed(at, e),
+    DbError::Call {
+        at,
+        message: d1::rejection(e),
     }
 }
 
@@ -62,7 +31,7 @@ fn unreadable(at: Site, message: String) -> DbError {
 
 /// The `DB` binding; a missing binding is the database being unavailable.
 pub fn database(env: &Env) -> DbResult<D1Database> {
-    env.d1("DB").map_err(|e| DbError::Binding(message(&e)))
+    env.d1("DB").map_err(|e| DbError::Binding(e.to_string()))
 }
 
 fn prepare(db: &D1Database, b: &Bound<'_>) -> DbResult<StatementSys> {
