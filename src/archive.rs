@@ -16,7 +16,7 @@
 //! a reset row always has its body: the single replay then tries again; a bulk replay counts
 //! it out of `reset`.
 
-use crate::error::{AppError, AppResult};
+use crate::error::{js_message, AppError, AppResult};
 use crate::sql::{self, DbError};
 use crate::{config, log};
 use paymos_core::actors::archive::{
@@ -67,34 +67,27 @@ extern "C" {
     ) -> Result<web_sys::ReadableStream, JsValue>;
 }
 
-fn js_error(e: JsValue) -> String {
-    e.dyn_ref::<worker::js_sys::Error>()
-        .map(|e| String::from(e.message()))
-        .or_else(|| e.as_string())
-        .unwrap_or_else(|| format!("{e:?}"))
-}
-
 /// `bytes` through a (de)compression stream, read to the end as a `Response` reads it.
 async fn through(bytes: &[u8], transform: &JsValue) -> Result<web_sys::Response, String> {
     let input = Uint8Array::from(bytes);
-    let source = web_sys::Response::new_with_opt_js_u8_array(Some(&input)).map_err(js_error)?;
+    let source = web_sys::Response::new_with_opt_js_u8_array(Some(&input)).map_err(js_message)?;
     let stream = source.body().ok_or("no body stream")?;
     let piped = stream
         .unchecked_ref::<Readable>()
         .pipe_through(transform)
-        .map_err(js_error)?;
-    web_sys::Response::new_with_opt_readable_stream(Some(&piped)).map_err(js_error)
+        .map_err(js_message)?;
+    web_sys::Response::new_with_opt_readable_stream(Some(&piped)).map_err(js_message)
 }
 
 async fn settle(promise: Result<Promise, JsValue>) -> Result<JsValue, String> {
-    JsFuture::from(promise.map_err(js_error)?)
+    JsFuture::from(promise.map_err(js_message)?)
         .await
-        .map_err(js_error)
+        .map_err(js_message)
 }
 
 /// gzip, by the runtime.
 pub async fn gzip(text: &str) -> Result<Vec<u8>, String> {
-    let cs: JsValue = CompressionStream::new("gzip").map_err(js_error)?.into();
+    let cs: JsValue = CompressionStream::new("gzip").map_err(js_message)?.into();
     let out = through(text.as_bytes(), &cs).await?;
     let buffer = settle(out.array_buffer()).await?;
     Ok(Uint8Array::new(&buffer).to_vec())
@@ -102,7 +95,7 @@ pub async fn gzip(text: &str) -> Result<Vec<u8>, String> {
 
 /// The text a gzip holds, by the runtime (an error for anything that is not gzip, or not UTF-8).
 pub async fn gunzip(bytes: &[u8]) -> Result<String, String> {
-    let ds: JsValue = DecompressionStream::new("gzip").map_err(js_error)?.into();
+    let ds: JsValue = DecompressionStream::new("gzip").map_err(js_message)?.into();
     let out = through(bytes, &ds).await?;
     let buffer = settle(out.array_buffer()).await?;
     String::from_utf8(Uint8Array::new(&buffer).to_vec()).map_err(|e| e.to_string())
@@ -149,7 +142,7 @@ async fn r2_put(bucket: &R2, object: &core::Object) -> Result<(), String> {
         set(&options, "customMetadata", &custom)?;
         set(&options, "sha256", &JsValue::from_str(&object.sha256))
     })();
-    built.map_err(js_error)?;
+    built.map_err(js_message)?;
     let value = Uint8Array::from(object.gzip.as_slice());
     settle(bucket.put(&object.key, &value, &options)).await?;
     Ok(())
@@ -168,9 +161,9 @@ async fn r2_get(bucket: &R2, key: &str) -> Result<Option<(Vec<u8>, Option<String
         .ok()
         .and_then(|v| v.as_string());
     let read: worker::js_sys::Function = get(&object, "arrayBuffer")
-        .map_err(js_error)?
+        .map_err(js_message)?
         .dyn_into()
-        .map_err(js_error)?;
+        .map_err(js_message)?;
     let promise = read.call0(&object).map(|p| p.unchecked_into::<Promise>());
     let buffer = settle(promise).await?;
     Ok(Some((Uint8Array::new(&buffer).to_vec(), sha)))

@@ -177,3 +177,13 @@ impl From<EnvelopeError> for AppError {
 }
 
 pub type AppResult<T> = Result<T, AppError>;
+
+/// What a thrown JS value says: an `Error`'s message, else the value as a string, else its
+/// debug form.
+pub fn js_message(e: wasm_bindgen::JsValue) -> String {
+    use wasm_bindgen::JsCast;
+    e.dyn_ref::<worker::js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| e.as_string())
+        .unwrap_or_else(|| format!("{e:?}"))
+}

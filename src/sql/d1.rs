@@ -2,9 +2,9 @@
 //! and JS as the API allows. A statement's arguments are bound from one JSON text (one
 //! `JSON.parse`, where a `JsValue` and an `Array.push` per argument cost two calls each), and
 //! an answer's rows are read from one `JSON.stringify` text, where serde-wasm-bindgen's walk
-//! calls into JS for every row, column and type check. Together: 399 calls into JS per new
-//! delivery became 167, and its CPU fell by about a tenth (bench/README.md, "Calls between
-//! the wasm and JS").
+//! calls into JS for every row, column and type check. With the consumer's settings kept per
+//! isolate, 399 calls into JS per new delivery became 146, and its CPU fell by about a tenth
+//! (bench/README.md, "Calls between the wasm and JS").
 
 use paymos_core::statements::{Arg, Bound};
 use serde::de::DeserializeOwned;
@@ -13,7 +13,8 @@ use wasm_bindgen::{JsCast, JsValue};
 use worker::worker_sys::{D1Database as DatabaseSys, D1PreparedStatement as StatementSys};
 use worker::{js_sys, wasm_bindgen_futures::JsFuture, D1Database};
 
-/// The statement with its arguments bound: `db.prepare(sql).bind(...JSON.parse(args))`.
+/// The statement with its arguments bound: `db.prepare(sql).bind(...JSON.parse(args))`, or
+/// one by one where they carry a body (`JSON_ARGS_MAX_TEXT`).
 pub fn prepare(db: &D1Database, b: &Bound<'_>) -> Result<StatementSys, JsValue> {
     let db: &DatabaseSys = db.as_ref().unchecked_ref();
     let statement = db.prepare(b.statement.sql)?;
@@ -111,18 +112,10 @@ pub struct Meta {
 /// one string brought into the wasm, whatever the rows and columns.
 pub fn read<T: DeserializeOwned>(value: &JsValue) -> Result<T, String> {
     let text = js_sys::JSON::stringify(value)
-        .map_err(|e| format!("the answer is not JSON: {}", describe(&e)))?;
+        .map_err(|e| format!("the answer is not JSON: {}", crate::error::js_message(e)))?;
     // `undefined` has no JSON text: read as `null`, the absent row
     let text = JsValue::from(text).as_string();
     serde_json::from_str(text.as_deref().unwrap_or("null")).map_err(|e| e.to_string())
-}
-
-/// What a thrown value says: an `Error`'s message, or the value as a string.
-fn describe(e: &JsValue) -> String {
-    match e.dyn_ref::<js_sys::Error>() {
-        Some(error) => error.message().into(),
-        None => e.as_string().unwrap_or_else(|| format!("{e:?}")),
-    }
 }
 
 /// The message a rejected D1 call is reported with: D1's own (`D1_ERROR: …`) and its cause,
