@@ -1,14 +1,16 @@
-//! The D1 calls themselves, on the runtime's own objects, with as few calls between the wasm
-//! and JS as the API allows. A statement's arguments are bound from one JSON text (one
-//! `JSON.parse`, where a `JsValue` and an `Array.push` per argument cost two calls each), and
-//! an answer's rows are read from one `JSON.stringify` text, where serde-wasm-bindgen's walk
-//! calls into JS for every row, column and type check. With the consumer's settings kept per
-//! isolate, 399 calls into JS per new delivery became 146, and its CPU fell by about a tenth
-//! (bench/README.md, "Calls between the wasm and JS").
+//! The D1 calls themselves, with as few calls between the wasm and JS as the API allows. A
+//! query (a statement, or a batch of them) goes to `d1.js` as one JSON text and its answer
+//! comes back as one: one call and one promise, where each `prepare`, `bind`, the batch's
+//! array and serde-wasm-bindgen's walk of the answer (a call into JS for every row, column
+//! and type check) were calls of their own. Arguments that carry a body (over
+//! `JSON_ARGS_MAX_TEXT`) are bound one by one on the runtime's own objects instead: escaping
+//! a body into JSON costs more than the calls it saves (bench/README.md, "Calls between the
+//! wasm and JS", and "One call per D1 query").
 
 use paymos_core::statements::{Arg, Bound};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::worker_sys::{D1Database as DatabaseSys, D1PreparedStatement as StatementSys};
 use worker::{js_sys, wasm_bindgen_futures::JsFuture, D1Database};
@@ -71,24 +73,109 @@ fn args_json(args: &[Arg<'_>]) -> String {
     json
 }
 
-pub async fn all(statement: &StatementSys) -> Result<JsValue, JsValue> {
-    JsFuture::from(statement.all()?).await
+#[wasm_bindgen(module = "/src/sql/d1.js")]
+extern "C" {
+    #[wasm_bindgen(catch, js_name = d1First)]
+    fn first_js(db: &DatabaseSys, statements: &str) -> Result<js_sys::Promise, JsValue>;
+    #[wasm_bindgen(catch, js_name = d1All)]
+    fn all_js(db: &DatabaseSys, statements: &str) -> Result<js_sys::Promise, JsValue>;
+    #[wasm_bindgen(catch, js_name = d1Run)]
+    fn run_js(db: &DatabaseSys, statements: &str) -> Result<js_sys::Promise, JsValue>;
+    #[wasm_bindgen(catch, js_name = d1Batch)]
+    fn batch_js(db: &DatabaseSys, statements: &str) -> Result<js_sys::Promise, JsValue>;
 }
 
-/// The first row, or `null`.
-pub async fn first(statement: &StatementSys) -> Result<JsValue, JsValue> {
-    JsFuture::from(statement.first(None)?).await
-}
+type Call = fn(&DatabaseSys, &str) -> Result<js_sys::Promise, JsValue>;
 
-pub async fn run(statement: &StatementSys) -> Result<JsValue, JsValue> {
-    JsFuture::from(statement.run()?).await
-}
-
-/// One D1 batch (one transaction): the array of its statements' answers.
-pub async fn batch(db: &D1Database, statements: Vec<StatementSys>) -> Result<JsValue, JsValue> {
+/// One call of `d1.js` with the statements as one JSON text, its answer as one text back.
+/// `None` where an argument carries a body (`JSON_ARGS_MAX_TEXT`): the caller binds those
+/// one by one.
+async fn call(db: &D1Database, call: Call, bs: &[Bound<'_>]) -> Option<Result<String, JsValue>> {
+    if bs.iter().any(|b| text_bytes(&b.args) > JSON_ARGS_MAX_TEXT) {
+        return None;
+    }
     let db: &DatabaseSys = db.as_ref().unchecked_ref();
-    let statements: js_sys::Array = statements.into_iter().collect();
-    JsFuture::from(db.batch(statements)?).await
+    let text = match call(db, &statements_json(bs)) {
+        Ok(promise) => JsFuture::from(promise).await,
+        Err(e) => Err(e),
+    };
+    Some(text.map(|t| t.as_string().unwrap_or_else(|| "null".into())))
+}
+
+/// The statements as `d1.js` reads them: `[[sql, [args…]], …]`.
+fn statements_json(bs: &[Bound<'_>]) -> String {
+    let mut json = String::with_capacity(bs.iter().map(|b| b.statement.sql.len() + 64).sum());
+    json.push('[');
+    for (i, b) in bs.iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        json.push('[');
+        json.push_str(&serde_json::to_string(b.statement.sql).unwrap_or_default());
+        json.push(',');
+        json.push_str(&args_json(&b.args));
+        json.push(']');
+    }
+    json.push(']');
+    json
+}
+
+/// A statement's answer (`results`, `meta`) as JSON text.
+pub async fn all(db: &D1Database, b: &Bound<'_>) -> Result<String, JsValue> {
+    if let Some(text) = call(db, all_js, std::slice::from_ref(b)).await {
+        return text;
+    }
+    stringify(JsFuture::from(prepare(db, b)?.all()?).await?)
+}
+
+/// The first row as JSON text, `null` when there is none.
+pub async fn first(db: &D1Database, b: &Bound<'_>) -> Result<String, JsValue> {
+    if let Some(text) = call(db, first_js, std::slice::from_ref(b)).await {
+        return text;
+    }
+    stringify(JsFuture::from(prepare(db, b)?.first(None)?).await?)
+}
+
+pub async fn run(db: &D1Database, b: &Bound<'_>) -> Result<(), JsValue> {
+    if let Some(text) = call(db, run_js, std::slice::from_ref(b)).await {
+        return text.map(drop);
+    }
+    JsFuture::from(prepare(db, b)?.run()?).await.map(drop)
+}
+
+/// One D1 batch (one transaction): each statement's rows, as a JSON array of arrays.
+pub async fn batch(db: &D1Database, bs: &[Bound<'_>]) -> Result<String, JsValue> {
+    if let Some(text) = call(db, batch_js, bs).await {
+        return text;
+    }
+    let statements = bs
+        .iter()
+        .map(|b| prepare(db, b))
+        .collect::<Result<js_sys::Array, _>>()?;
+    let sys: &DatabaseSys = db.as_ref().unchecked_ref();
+    let answers: js_sys::Array = JsFuture::from(sys.batch(statements)?)
+        .await?
+        .unchecked_into();
+    let rows = answers
+        .iter()
+        .map(|a| js_sys::Reflect::get(&a, &"results".into()).unwrap_or(JsValue::NULL))
+        .map(|r| {
+            if js_sys::Array::is_array(&r) {
+                r
+            } else {
+                js_sys::Array::new().into()
+            }
+        })
+        .collect::<js_sys::Array>();
+    stringify(rows.into())
+}
+
+/// A value from the runtime as its JSON text (`undefined`, which has none, as `null`).
+fn stringify(value: JsValue) -> Result<String, JsValue> {
+    let text = js_sys::JSON::stringify(&value)?;
+    Ok(JsValue::from(text)
+        .as_string()
+        .unwrap_or_else(|| "null".into()))
 }
 
 /// A statement's answer as D1 gives it: its rows and, where asked for, the database's size
@@ -108,14 +195,9 @@ pub struct Meta {
     pub size_after: Option<f64>,
 }
 
-/// A value from the runtime read into `T` through its JSON text: one `JSON.stringify` and
-/// one string brought into the wasm, whatever the rows and columns.
-pub fn read<T: DeserializeOwned>(value: &JsValue) -> Result<T, String> {
-    let text = js_sys::JSON::stringify(value)
-        .map_err(|e| format!("the answer is not JSON: {}", crate::error::js_message(e)))?;
-    // `undefined` has no JSON text: read as `null`, the absent row
-    let text = JsValue::from(text).as_string();
-    serde_json::from_str(text.as_deref().unwrap_or("null")).map_err(|e| e.to_string())
+/// An answer's JSON text read into `T`.
+pub fn read<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
 /// The message a rejected D1 call is reported with: D1's own (`D1_ERROR: …`) and its cause,

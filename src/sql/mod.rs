@@ -31,7 +31,7 @@ fn unreadable(at: Site, message: String) -> DbError {
 
 /// The `DB` binding; a missing binding is the database being unavailable.
 pub fn database(env: &Env) -> DbResult<D1Database> {
-    env.d1("DB").map_err(|e| DbError::Binding(e.to_string()))
+    crate::binding::required(env, "DB").map_err(|e| DbError::Binding(e.to_string()))
 }
 
 fn prepare(db: &D1Database, b: &Bound<'_>) -> DbResult<StatementSys> {
@@ -39,7 +39,7 @@ fn prepare(db: &D1Database, b: &Bound<'_>) -> DbResult<StatementSys> {
 }
 
 async fn first<T: DeserializeOwned>(db: &D1Database, b: Bound<'_>) -> DbResult<Option<T>> {
-    let row = d1::first(&prepare(db, &b)?)
+    let row = d1::first(db, &b)
         .await
         .map_err(|e| rejected(Site::of(&b), e))?;
     d1::read(&row).map_err(|m| unreadable(Site::of(&b), m))
@@ -60,7 +60,7 @@ pub async fn all_with_size<T: DeserializeOwned>(
     db: &D1Database,
     b: Bound<'_>,
 ) -> DbResult<(Vec<T>, Option<f64>)> {
-    let answer = d1::all(&prepare(db, &b)?)
+    let answer = d1::all(db, &b)
         .await
         .map_err(|e| rejected(Site::of(&b), e))?;
     let answer: d1::Answer<T> = d1::read(&answer).map_err(|m| unreadable(Site::of(&b), m))?;
@@ -69,10 +69,7 @@ pub async fn all_with_size<T: DeserializeOwned>(
 }
 
 async fn run(db: &D1Database, b: Bound<'_>) -> DbResult<()> {
-    d1::run(&prepare(db, &b)?)
-        .await
-        .map_err(|e| rejected(Site::of(&b), e))?;
-    Ok(())
+    d1::run(db, &b).await.map_err(|e| rejected(Site::of(&b), e))
 }
 
 /// A batch's results, each with the name of the statement that gave it, so that a row that
@@ -113,21 +110,13 @@ impl Results {
 
 /// One D1 batch: one transaction, all or nothing.
 async fn batch(db: &D1Database, bs: &[Bound<'_>]) -> DbResult<Results> {
-    let statements = bs
-        .iter()
-        .map(|b| prepare(db, b))
-        .collect::<DbResult<Vec<_>>>()?;
-    let answers = d1::batch(db, statements)
+    let answers = d1::batch(db, bs)
         .await
         .map_err(|e| rejected(Site::batch(bs), e))?;
-    let answers: Vec<d1::Answer<serde_json::Value>> =
-        d1::read(&answers).map_err(|m| unreadable(Site::batch(bs), m))?;
+    let rows = d1::read(&answers).map_err(|m| unreadable(Site::batch(bs), m))?;
     Ok(Results {
         names: bs.iter().map(|b| b.statement.name).collect(),
-        rows: answers
-            .into_iter()
-            .map(|a| a.results.unwrap_or_default())
-            .collect(),
+        rows,
     })
 }
 
