@@ -41,9 +41,7 @@ use std::rc::Rc;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
 use wasm_bindgen::JsValue;
-use worker::{
-    AbortController, Date, Delay, Env, Fetch, Headers, Method, Request, RequestInit, Response,
-};
+use worker::{AbortController, Delay, Env, Fetch, Headers, Method, Request, RequestInit, Response};
 
 /// How an admin request was admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,7 +244,7 @@ async fn verify(jwt: &str, config: &AccessConfig) -> Result<TokenActor, AccessEr
     if !ok {
         return Err(AccessError::SignatureInvalid);
     }
-    let now = (Date::now().as_millis() / 1000) as i64;
+    let now = crate::clock::now_seconds();
     rules::check_claims(&token.claims, config, now)
 }
 
@@ -280,10 +278,6 @@ struct KeyCache {
 
 thread_local! {
     static KEYS: RefCell<KeyCache> = RefCell::new(KeyCache::default());
-}
-
-fn now_ms() -> u64 {
-    Date::now().as_millis()
 }
 
 enum Step {
@@ -352,9 +346,9 @@ fn next_step(config: &AccessConfig, kid: &str, now: u64) -> Step {
 
 /// The team's key named `kid`, as a WebCrypto `CryptoKey`.
 async fn key_for(config: &AccessConfig, kid: &str) -> Result<JsValue, AccessError> {
-    let give_up = now_ms() + FETCH_TIMEOUT_MS + 2_000;
+    let give_up = crate::clock::now_millis() + FETCH_TIMEOUT_MS + 2_000;
     loop {
-        let now = now_ms();
+        let now = crate::clock::now_millis();
         match next_step(config, kid, now) {
             Step::Use(key) => return Ok(key),
             Step::Refuse(e) => return Err(e),
@@ -380,7 +374,7 @@ async fn key_for(config: &AccessConfig, kid: &str) -> Result<JsValue, AccessErro
                                 Some(&format!("{} keys from {}", keys.len(), config.certs_url())),
                             );
                             c.keys = keys;
-                            c.loaded_at = Some(now_ms());
+                            c.loaded_at = Some(crate::clock::now_millis());
                             c.last_error = None;
                         }
                         Err(e) => {

@@ -20,7 +20,7 @@ use paymos_core::alerts::{
 use paymos_core::time::{iso_minute, iso_timestamp};
 use serde_json::json;
 use std::cell::RefCell;
-use worker::{D1Database, Date, Env};
+use worker::{D1Database, Env};
 
 /// An alert webhook must answer within this long; the cron has other work.
 const SEND_TIMEOUT_MS: u64 = 5_000;
@@ -37,10 +37,6 @@ struct Outage {
 
 thread_local! {
     static OUTAGE: RefCell<Option<Outage>> = const { RefCell::new(None) };
-}
-
-fn now_seconds() -> i64 {
-    (Date::now().as_millis() / 1000) as i64
 }
 
 pub async fn evaluate(env: &Env) -> AppResult<()> {
@@ -74,7 +70,7 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
     let observed = observe(&facts);
     let kept = sql::kept_alerts(&db).await?;
     let webhook = config::alert_webhook(env);
-    let now = now_seconds();
+    let now = crate::clock::now_seconds();
     let minute = iso_minute(now);
     // the writes that send nothing (an update not due, a resolution) and this run's sample go
     // in one batch at the end: one D1 call, not one each
@@ -150,7 +146,7 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
 
 /// D1 could not be read: `database_unavailable`, sent without D1, logged.
 async fn unavailable(env: &Env, error: &str) -> AppResult<()> {
-    let now = now_seconds();
+    let now = crate::clock::now_seconds();
     let id = database_unavailable_id(now);
     let (since, runs) = OUTAGE.with(|o| {
         let mut o = o.borrow_mut();

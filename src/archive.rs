@@ -35,7 +35,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use worker::js_sys::{Promise, Uint8Array};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::web_sys;
-use worker::{D1Database, Date, Env, Response};
+use worker::{D1Database, Env, Response};
 
 #[wasm_bindgen]
 extern "C" {
@@ -200,14 +200,10 @@ pub fn cron_share(budget: u32) -> u32 {
     budget / 5
 }
 
-fn now_unix() -> i64 {
-    (Date::now().as_millis() / 1000) as i64
-}
-
 /// The retention cutoff now: deliveries received before it are past retention.
 pub fn cutoff(env: &Env) -> String {
     let days = i64::from(config::retention_days(env));
-    iso_minute(now_unix() - days * 86_400)
+    iso_minute(crate::clock::now_seconds() - days * 86_400)
 }
 
 // ---------------------------------------------------------------- the run's driver
@@ -379,7 +375,7 @@ pub async fn scheduled(env: &Env, daily: bool, budget: u32) {
 pub async fn admin(env: &Env, a: &Archive, record: &Record) -> AppResult<Response> {
     // any past time (a time to come would archive what has not happened yet), checked
     // before anything runs: a refusal (400) is not audited, as the other writes'
-    if core::unix_of_time(&a.before).is_some_and(|t| t > now_unix()) {
+    if core::unix_of_time(&a.before).is_some_and(|t| t > crate::clock::now_seconds()) {
         return Err(AppError::BadRequest(
             "invalid_time",
             "before is in the future: archive what was received before a past time".into(),

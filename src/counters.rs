@@ -15,7 +15,7 @@ use crate::sql;
 use paymos_core::time::iso_minute;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use worker::{Date, Env};
+use worker::Env;
 
 pub const REFUSED: &str = "refused";
 pub const SIGNATURE_VERIFIED: &str = "signature_verified";
@@ -43,7 +43,7 @@ thread_local! {
 }
 
 fn add(name: &'static str, label: String, n: u64) {
-    let bucket = iso_minute((Date::now().as_millis() / 1000) as i64);
+    let bucket = iso_minute(crate::clock::now_seconds());
     STATE.with(|s| count(&mut s.borrow_mut().pending, (bucket, name, label), n));
 }
 

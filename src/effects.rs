@@ -19,7 +19,7 @@ use paymos_core::standard_webhooks;
 use paymos_core::statements::{self as st, Arg, Bound};
 use std::time::Duration;
 use worker::{
-    AbortController, D1Database, Date, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
+    AbortController, D1Database, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
 };
 
 /// Sends what a committed transaction released; a failed send is logged and left to the
@@ -118,7 +118,7 @@ pub async fn post_signed(
     body: String,
     timeout_ms: u64,
 ) -> Result<(), PostError> {
-    let now = (Date::now().as_millis() / 1000) as i64;
+    let now = crate::clock::now_seconds();
     let headers = Headers::new();
     let set = |h: &Headers, k: &str, v: &str| {
         h.set(k, v)
@@ -175,10 +175,6 @@ fn settings(env: &Env) -> dispatch::Settings {
     }
 }
 
-fn now_seconds() -> i64 {
-    (Date::now().as_millis() / 1000) as i64
-}
-
 /// A batch from the effects queue or its dead-letter queue: the core's dispatcher
 /// (`paymos_core::actors::dispatch::Batch`) driven over D1, `fetch` and the queue. Per batch:
 /// one load, one start (committed before any request), the POSTs concurrently, one record,
@@ -229,7 +225,7 @@ impl dispatch::Io for Worker<'_> {
     type Error = sql::DbError;
 
     fn now(&self) -> i64 {
-        now_seconds()
+        crate::clock::now_seconds()
     }
 
     async fn load(&mut self, b: Bound<'static>) -> sql::DbResult<Vec<DispatchRow>> {
@@ -317,7 +313,7 @@ async fn dead_letter(env: &Env, db: &D1Database, messages: Vec<(Incoming, String
                 continue;
             }
         };
-        match dispatch::dead_letter(row.as_ref(), now_seconds()) {
+        match dispatch::dead_letter(row.as_ref(), crate::clock::now_seconds()) {
             dispatch::DeadLetter::Done(outcome) => {
                 log::line("dead_letter_effects", &effect_id, outcome, None);
                 message.ack();

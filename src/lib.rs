@@ -5,7 +5,9 @@ mod access;
 mod admin;
 mod alerts;
 mod archive;
+mod binding;
 mod body;
+mod clock;
 mod config;
 mod consume;
 mod counters;
@@ -284,7 +286,7 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     }
     if event.cron() == RECONCILE_CRON {
         // counters older than 8 days are summed into their totals already
-        let now = (worker::Date::now().as_millis() / 1000) as i64;
+        let now = crate::clock::now_seconds();
         let before = paymos_core::time::iso_minute(now - 8 * 86_400);
         if let Ok(db) = sql::database(&env) {
             let _ = sql::prune_counts(&db, &before).await;

@@ -12,7 +12,7 @@ use paymos_core::time::{iso_minute, unix_of_iso};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use worker::{D1Database, Date, Env};
+use worker::{D1Database, Env};
 
 /// Everything the metrics and the alerts read.
 pub struct Snapshot {
@@ -38,7 +38,7 @@ fn split_label(label: &str) -> (String, String) {
 }
 
 pub async fn snapshot(env: &Env, db: &D1Database) -> AppResult<Snapshot> {
-    let now = (Date::now().as_millis() / 1000) as i64;
+    let now = crate::clock::now_seconds();
     let hour_bucket = iso_minute(now - 3600);
     let burst_bucket = iso_minute(now - SIGNATURE_WINDOW_SECONDS);
     let (facts, rows) = sql::metrics(db, &hour_bucket, &burst_bucket).await?;

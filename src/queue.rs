@@ -12,6 +12,11 @@ pub const DELIVERIES: &str = "DELIVERIES";
 /// The producer binding for effects to deliver to the order system (interface §7).
 pub const EFFECTS: &str = "EFFECTS";
 
+/// A producer binding (`crate::binding`: two calls into JS, not workers-rs's five).
+fn binding(env: &Env, name: &str) -> worker::Result<worker::Queue> {
+    crate::binding::required(env, name)
+}
+
 /// An effect to deliver: only its id; the effect is in D1.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EffectMessage {
@@ -20,7 +25,7 @@ pub struct EffectMessage {
 
 /// Sends effect ids, `sendBatch` 100 at a time. How many were sent, and the first failure.
 pub async fn enqueue_effects(env: &Env, ids: &[String]) -> (usize, Option<worker::Error>) {
-    let queue = match env.queue(EFFECTS) {
+    let queue = match binding(env, EFFECTS) {
         Ok(q) => q,
         Err(e) => return (0, Some(e)),
     };
@@ -53,7 +58,7 @@ pub async fn enqueue_effect_after(
     })
     .delay_seconds(delay_seconds)
     .build();
-    env.queue(EFFECTS)?.send(message).await
+    binding(env, EFFECTS)?.send(message).await
 }
 
 /// What travels on the queue: only the id and the replay generation it was sent for.
@@ -107,8 +112,7 @@ pub async fn enqueue(env: &Env, message: DeliveryMessage) -> worker::Result<()> 
 /// and `enqueue` awaits. The same message and options as workers-rs's `Queue::send` (a JSON
 /// body).
 pub fn enqueue_start(env: &Env, message: DeliveryMessage) -> worker::Result<JsValue> {
-    let queue = env.queue(DELIVERIES)?;
-    let queue: &worker::worker_sys::Queue = queue.as_ref().unchecked_ref();
+    let queue: worker::worker_sys::Queue = crate::binding::required(env, DELIVERIES)?;
     let body = message.to_js()?;
     let options = SEND_OPTIONS.with(JsValue::clone);
     Ok(queue.send(body, options)?.into())
@@ -129,7 +133,7 @@ pub async fn enqueue_all(
     env: &Env,
     messages: Vec<DeliveryMessage>,
 ) -> (usize, Option<worker::Error>) {
-    let queue = match env.queue(DELIVERIES) {
+    let queue = match binding(env, DELIVERIES) {
         Ok(q) => q,
         Err(e) => return (0, Some(e)),
     };
@@ -149,14 +153,21 @@ pub struct Incoming(MessageSys);
 impl Incoming {
     /// The message as a delivery message; `None` for anything else (not ours).
     pub fn delivery(&self) -> Option<DeliveryMessage> {
-        let body = self.0.body().ok()?;
-        serde_wasm_bindgen::from_value::<DeliveryMessage>(body).ok()
+        self.body()
     }
 
     /// The message as an effect message; `None` for anything else.
     pub fn effect(&self) -> Option<EffectMessage> {
+        self.body()
+    }
+
+    /// The body read through its JSON text: one `JSON.stringify` and one string into the
+    /// wasm, where serde-wasm-bindgen's walk calls into JS for each key, value and type check
+    /// (bench/README.md, "One call per D1 query"). A body JSON cannot hold is not ours.
+    fn body<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
         let body = self.0.body().ok()?;
-        serde_wasm_bindgen::from_value::<EffectMessage>(body).ok()
+        let text = js_sys::JSON::stringify(&body).ok()?.as_string()?;
+        serde_json::from_str(&text).ok()
     }
 
     /// How many times the queue has delivered this message, this one included (1 the first

@@ -8,7 +8,7 @@ use paymos_core::{is_valid_event_id, parse_envelope, signature};
 use wasm_bindgen::prelude::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::worker_sys::web_sys;
-use worker::{js_sys, wasm_bindgen_futures::JsFuture, Date, Env, Response};
+use worker::{js_sys, wasm_bindgen_futures::JsFuture, Env, Response};
 
 /// What the receive path reads from the request's headers, each once, from one `Headers`.
 struct Head {
@@ -27,7 +27,7 @@ impl Head {
     fn of(req: &web_sys::Request) -> Head {
         let headers = req.headers();
         Head {
-            started: Date::now().as_millis(),
+            started: crate::clock::now_millis(),
             header_id: header(&headers, "X-Webhook-Id"),
             attempt: header(&headers, "X-Webhook-Attempt").and_then(|a| a.trim().parse().ok()),
             signature: header(&headers, "X-Webhook-Signature"),
@@ -127,7 +127,7 @@ fn after_body(
         let parsed = match signature::check(
             head.signature.as_deref(),
             &config.secrets,
-            now_seconds(),
+            crate::clock::now_seconds(),
             config.tolerance_seconds,
         ) {
             Ok(parsed) => parsed,
@@ -303,7 +303,7 @@ fn record(result: Result<&Received, &AppError>, head: &Head) {
     if !head.log.writes(matches!(result, Ok(r) if r.duplicate)) {
         return;
     }
-    let duration_ms = Date::now().as_millis().saturating_sub(head.started);
+    let duration_ms = crate::clock::now_millis().saturating_sub(head.started);
     let line = log_line(result, head.header_id.as_deref(), head.attempt, duration_ms);
     web_sys::console::log_1(&line.into());
 }
@@ -319,7 +319,7 @@ fn accept<'b>(
         head.signature.as_deref(),
         body,
         &config.secrets,
-        now_seconds(),
+        crate::clock::now_seconds(),
         config.tolerance_seconds,
     )?;
     accepted(config, head, body, verified)
@@ -341,10 +341,6 @@ fn accepted<'b>(
     let text = std::str::from_utf8(body)
         .map_err(|_| AppError::Envelope(paymos_core::EnvelopeError::NotJson))?;
     Ok((envelope, text))
-}
-
-fn now_seconds() -> i64 {
-    (Date::now().as_millis() / 1000) as i64
 }
 
 fn unreadable() -> AppError {

@@ -18,7 +18,7 @@ use paymos_core::{CauseKind, ResourceKind, State};
 use serde_json::{json, Value};
 use std::time::Duration;
 use worker::{
-    AbortController, D1Database, Date, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
+    AbortController, D1Database, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
 };
 
 pub use paymos_core::actors::reconcile::Start;
@@ -94,10 +94,6 @@ impl Provider {
     }
 }
 
-fn now_seconds() -> i64 {
-    (Date::now().as_millis() / 1000) as i64
-}
-
 /// Runs (or continues) reconciliation within `budget` D1 queries + subrequests and returns
 /// its report; `None` when asked only to continue and no run is open (or another invocation
 /// walks one right now).
@@ -109,7 +105,7 @@ pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value
         _ => Some(Provider::from_env(env)?),
     };
     let holder = transition::hex(&transition::random_bytes::<16>()?);
-    let mut walk = Walk::new(start, holder, budget, now_seconds());
+    let mut walk = Walk::new(start, holder, budget, crate::clock::now_seconds());
     let mut io = Worker {
         env,
         db: &db,

@@ -7,7 +7,7 @@ use crate::sql;
 use paymos_core::actors::archive::ArchivedInChunk;
 use paymos_core::actors::sweep::{self, Chunks, Claimed, Summary};
 use paymos_core::statements::Bound;
-use worker::{D1Database, Date, Env};
+use worker::{D1Database, Env};
 
 /// What the claimed rows are sent to.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub async fn drive_recorded(
         env,
         db,
         to,
-        deadline: millis.map(|m| Date::now().as_millis() + m),
+        deadline: millis.map(|m| crate::clock::now_millis() + m),
         first,
     };
     let summary = sweep::drive(chunks, &mut io).await?;
@@ -68,7 +68,8 @@ impl sweep::Io for Worker<'_> {
     type Error = AppError;
 
     fn out_of_time(&self) -> bool {
-        self.deadline.is_some_and(|d| Date::now().as_millis() >= d)
+        self.deadline
+            .is_some_and(|d| crate::clock::now_millis() >= d)
     }
 
     async fn claim(&mut self, b: Vec<Bound<'static>>) -> AppResult<Vec<Claimed>> {

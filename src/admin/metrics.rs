@@ -24,7 +24,7 @@ pub async fn get(env: &Env, format: MetricsFormat) -> AppResult<Response> {
 /// one batch, shaped by the core.
 pub async fn history(env: &Env, hours: u32) -> AppResult<Response> {
     let db = sql::database(env)?;
-    let now = (worker::Date::now().as_millis() / 1000) as i64;
+    let now = crate::clock::now_seconds();
     let (since_hour, since_minute) = paymos_core::history::window(now, hours);
     let (rows, f) = sql::history(&db, &since_hour, &since_minute).await?;
     let current = paymos_core::history::Sample {
