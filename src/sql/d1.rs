@@ -2,10 +2,9 @@
 //! query (a statement, or a batch of them) goes to `d1.js` as one JSON text and its answer
 //! comes back as one: one call and one promise, where each `prepare`, `bind`, the batch's
 //! array and serde-wasm-bindgen's walk of the answer (a call into JS for every row, column
-//! and type check) were calls of their own. Arguments that carry a body (over
-//! `JSON_ARGS_MAX_TEXT`) are bound one by one on the runtime's own objects instead: escaping
-//! a body into JSON costs more than the calls it saves (bench/README.md, "Calls between the
-//! wasm and JS", and "One call per D1 query").
+//! and type check) were calls of their own (bench/README.md, "One call per D1 query"). The
+//! receive path's insert alone is prepared here on the runtime's own objects (`prepare`): the
+//! fast path chains its promise itself.
 
 use paymos_core::statements::{Arg, Bound};
 use serde::de::DeserializeOwned;
@@ -88,18 +87,10 @@ extern "C" {
 type Call = fn(&DatabaseSys, &str) -> Result<js_sys::Promise, JsValue>;
 
 /// One call of `d1.js` with the statements as one JSON text, its answer as one text back.
-/// `None` where an argument carries a body (`JSON_ARGS_MAX_TEXT`): the caller binds those
-/// one by one.
-async fn call(db: &D1Database, call: Call, bs: &[Bound<'_>]) -> Option<Result<String, JsValue>> {
-    if bs.iter().any(|b| text_bytes(&b.args) > JSON_ARGS_MAX_TEXT) {
-        return None;
-    }
+async fn call(db: &D1Database, call: Call, bs: &[Bound<'_>]) -> Result<String, JsValue> {
     let db: &DatabaseSys = db.as_ref().unchecked_ref();
-    let text = match call(db, &statements_json(bs)) {
-        Ok(promise) => JsFuture::from(promise).await,
-        Err(e) => Err(e),
-    };
-    Some(text.map(|t| t.as_string().unwrap_or_else(|| "null".into())))
+    let text = JsFuture::from(call(db, &statements_json(bs))?).await?;
+    Ok(text.as_string().unwrap_or_else(|| "null".into()))
 }
 
 /// The statements as `d1.js` reads them: `[[sql, [args…]], …]`.
@@ -122,60 +113,21 @@ fn statements_json(bs: &[Bound<'_>]) -> String {
 
 /// A statement's answer (`results`, `meta`) as JSON text.
 pub async fn all(db: &D1Database, b: &Bound<'_>) -> Result<String, JsValue> {
-    if let Some(text) = call(db, all_js, std::slice::from_ref(b)).await {
-        return text;
-    }
-    stringify(JsFuture::from(prepare(db, b)?.all()?).await?)
+    call(db, all_js, std::slice::from_ref(b)).await
 }
 
 /// The first row as JSON text, `null` when there is none.
 pub async fn first(db: &D1Database, b: &Bound<'_>) -> Result<String, JsValue> {
-    if let Some(text) = call(db, first_js, std::slice::from_ref(b)).await {
-        return text;
-    }
-    stringify(JsFuture::from(prepare(db, b)?.first(None)?).await?)
+    call(db, first_js, std::slice::from_ref(b)).await
 }
 
 pub async fn run(db: &D1Database, b: &Bound<'_>) -> Result<(), JsValue> {
-    if let Some(text) = call(db, run_js, std::slice::from_ref(b)).await {
-        return text.map(drop);
-    }
-    JsFuture::from(prepare(db, b)?.run()?).await.map(drop)
+    call(db, run_js, std::slice::from_ref(b)).await.map(drop)
 }
 
 /// One D1 batch (one transaction): each statement's rows, as a JSON array of arrays.
 pub async fn batch(db: &D1Database, bs: &[Bound<'_>]) -> Result<String, JsValue> {
-    if let Some(text) = call(db, batch_js, bs).await {
-        return text;
-    }
-    let statements = bs
-        .iter()
-        .map(|b| prepare(db, b))
-        .collect::<Result<js_sys::Array, _>>()?;
-    let sys: &DatabaseSys = db.as_ref().unchecked_ref();
-    let answers: js_sys::Array = JsFuture::from(sys.batch(statements)?)
-        .await?
-        .unchecked_into();
-    let rows = answers
-        .iter()
-        .map(|a| js_sys::Reflect::get(&a, &"results".into()).unwrap_or(JsValue::NULL))
-        .map(|r| {
-            if js_sys::Array::is_array(&r) {
-                r
-            } else {
-                js_sys::Array::new().into()
-            }
-        })
-        .collect::<js_sys::Array>();
-    stringify(rows.into())
-}
-
-/// A value from the runtime as its JSON text (`undefined`, which has none, as `null`).
-fn stringify(value: JsValue) -> Result<String, JsValue> {
-    let text = js_sys::JSON::stringify(&value)?;
-    Ok(JsValue::from(text)
-        .as_string()
-        .unwrap_or_else(|| "null".into()))
+    call(db, batch_js, bs).await
 }
 
 /// A statement's answer as D1 gives it: its rows and, where asked for, the database's size
