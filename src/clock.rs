@@ -1,5 +1,5 @@
 //! The runtime's clock. `Date.now()` is one call into JS, where workers-rs's `Date::now()`
-//! constructs a `Date` and calls its `getTime` (two); the receive path reads the clock three
+//! constructs a `Date` and calls its `getTime` (two); the receive path reads the clock four
 //! times per delivery (bench/README.md, "One call per D1 query").
 
 use worker::js_sys;
