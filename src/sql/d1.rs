@@ -14,34 +14,12 @@ use wasm_bindgen::{JsCast, JsValue};
 use worker::worker_sys::{D1Database as DatabaseSys, D1PreparedStatement as StatementSys};
 use worker::{js_sys, wasm_bindgen_futures::JsFuture, D1Database};
 
-/// The statement with its arguments bound: `db.prepare(sql).bind(...JSON.parse(args))`, or
-/// one by one where they carry a body (`JSON_ARGS_MAX_TEXT`).
+/// The statement with its arguments bound one by one, each its own string or number: the
+/// receive path's insert, whose body would otherwise be escaped into JSON and parsed again.
 pub fn prepare(db: &D1Database, b: &Bound<'_>) -> Result<StatementSys, JsValue> {
     let db: &DatabaseSys = db.as_ref().unchecked_ref();
-    let statement = db.prepare(b.statement.sql)?;
-    if b.args.is_empty() {
-        return Ok(statement);
-    }
-    let args = if text_bytes(&b.args) > JSON_ARGS_MAX_TEXT {
-        b.args.iter().map(js).collect::<js_sys::Array>()
-    } else {
-        js_sys::JSON::parse(&args_json(&b.args))?.unchecked_into()
-    };
-    statement.bind(args)
-}
-
-/// Up to this many bytes of text the arguments go as one JSON text; beyond (a delivery's body,
-/// the receive path's insert) each goes as its own string, which is not escaped by serde_json
-/// and parsed again by JSON.parse.
-const JSON_ARGS_MAX_TEXT: usize = 256;
-
-fn text_bytes(args: &[Arg<'_>]) -> usize {
-    args.iter()
-        .map(|a| match a {
-            Arg::Text(t) => t.len(),
-            _ => 0,
-        })
-        .sum()
+    let args = b.args.iter().map(js).collect::<js_sys::Array>();
+    db.prepare(b.statement.sql)?.bind(args)
 }
 
 fn js(arg: &Arg<'_>) -> JsValue {
@@ -52,9 +30,9 @@ fn js(arg: &Arg<'_>) -> JsValue {
     }
 }
 
-/// The arguments as a JSON array: integers as the numbers `JsValue::from_f64` made of them
-/// (JSON.parse rounds a literal to the nearest double, as `as f64` does), texts escaped by
-/// serde_json, which JSON.parse reads back to the same string.
+/// The arguments as a JSON array: integers as the numbers `JsValue::from_f64` would make of
+/// them (JSON.parse rounds a literal to the nearest double, as `as f64` does), texts escaped
+/// by serde_json, which JSON.parse reads back to the same string.
 fn args_json(args: &[Arg<'_>]) -> String {
     let mut json = String::with_capacity(16 * args.len() + 2);
     json.push('[');
