@@ -50,7 +50,9 @@ export async function startWorker({ vars = {}, persistDir, port: fixedPort, logL
   if (withoutQueueProducer) delete workerOptions.queueProducers;
   // a test's own changes to what wrangler.toml declares (extra producers, consumer settings)
   if (patch) patch(workerOptions);
-  const port = fixedPort ?? (await freePort());
+  // 0: workerd binds a free port itself, so no other process can take it between a probe and
+  // the bind (two test files run at once; a probed port was taken so, and the file hung)
+  const port = fixedPort ?? 0;
   // The worker's structured log lines (one JSON object per line), for tests to assert on.
   const logs = [];
   const echo = process.env.PAYMOS_TEST_LOGS === "1";
@@ -113,7 +115,17 @@ export async function startWorker({ vars = {}, persistDir, port: fixedPort, logL
       },
     ],
   });
-  const url = (await mf.ready).toString().replace(/\/$/, "");
+  let ready;
+  try {
+    ready = await mf.ready;
+  } catch (e) {
+    // a runtime that failed to start is still a process: stop it, or it keeps the test file
+    // alive until the runner's timeout
+    await mf.dispose().catch(() => {});
+    if (ownDir) await rm(dir, { recursive: true, force: true });
+    throw e;
+  }
+  const url = ready.toString().replace(/\/$/, "");
   const db = await mf.getD1Database("DB");
   return {
     url,
