@@ -1,12 +1,22 @@
 // The D1 calls of src/sql/d1.rs, one JS function each: a statement (or a batch of them)
-// arrives as one JSON text, `[[sql, [args…]], …]`, and its answer leaves as one, so that the
-// wasm makes one call and awaits one promise where each `prepare`, `bind`, `batch` and the
+// arrives as one JSON text, `[[id, [args…], sql?], …]`, and its answer leaves as one, so that
+// the wasm makes one call and awaits one promise where each `prepare`, `bind`, `batch` and the
 // answer's walk were calls of their own (bench/README.md, "One call per D1 query"). Only the
-// calling convention is here: every SQL text comes from paymos_core::statements, every row is
-// read in the wasm, and a rejection is D1's own error, reported as before.
+// calling convention is here: every SQL text comes from paymos_core::statements, sent by the
+// wasm with a statement's first use in this isolate and named by its id after that
+// (bench/README.md, "SQL texts once per isolate"); every row is read in the wasm, and a
+// rejection is D1's own error, reported as before.
+
+/** The SQL texts the wasm has sent, at their ids. */
+const texts = [];
 
 function prepared(db, text) {
-  return JSON.parse(text).map(([sql, args]) => db.prepare(sql).bind(...args));
+  return JSON.parse(text).map(([id, args, sql]) => {
+    if (sql !== undefined) texts[id] = sql;
+    // never reached while the wasm counts a text as held only once this call has returned
+    if (texts[id] === undefined) throw new Error(`d1.js: no SQL text for statement ${id}`);
+    return db.prepare(texts[id]).bind(...args);
+  });
 }
 
 /** The first row as JSON text, `null` when there is none. */

@@ -6,9 +6,10 @@
 //! receive path's insert alone is prepared here on the runtime's own objects (`prepare`): the
 //! fast path chains its promise itself.
 
-use paymos_core::statements::{Arg, Bound};
+use paymos_core::statements::{Arg, Bound, Statement};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use std::cell::RefCell;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::worker_sys::{D1Database as DatabaseSys, D1PreparedStatement as StatementSys};
@@ -67,26 +68,60 @@ type Call = fn(&DatabaseSys, &str) -> Result<js_sys::Promise, JsValue>;
 /// One call of `d1.js` with the statements as one JSON text, its answer as one text back.
 async fn call(db: &D1Database, call: Call, bs: &[Bound<'_>]) -> Result<String, JsValue> {
     let db: &DatabaseSys = db.as_ref().unchecked_ref();
-    let text = JsFuture::from(call(db, &statements_json(bs))?).await?;
+    let (json, new) = statements_json(bs);
+    let promise = call(db, &json)?;
+    // d1.js has read the texts by now (it prepares before it returns its promise): from here
+    // on these statements cross as their ids alone
+    SENT.with(|sent| sent.borrow_mut().extend(new));
+    let text = JsFuture::from(promise).await?;
     Ok(text.as_string().unwrap_or_else(|| "null".into()))
 }
 
-/// The statements as `d1.js` reads them: `[[sql, [args…]], …]`.
-fn statements_json(bs: &[Bound<'_>]) -> String {
-    let mut json = String::with_capacity(bs.iter().map(|b| b.statement.sql.len() + 64).sum());
-    json.push('[');
-    for (i, b) in bs.iter().enumerate() {
-        if i > 0 {
-            json.push(',');
-        }
+thread_local! {
+    /// The statements whose SQL text `d1.js` holds, each at its id: a text crosses into JS
+    /// once per isolate, not with every query (escaping the consumer's 2.4 KB of SQL into
+    /// JSON, decoding and parsing it again took about a tenth of a new delivery's wasm and
+    /// glue time in a profile; bench/README.md, "SQL texts once per isolate").
+    static SENT: RefCell<Vec<*const Statement>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The statements as `d1.js` reads them: `[[id, [args…]], …]`, with the SQL text as a third
+/// element where `d1.js` does not hold it yet; and the statements sent so, in their ids' order,
+/// to count as held once the call has returned (a call that threw registered nothing).
+fn statements_json(bs: &[Bound<'_>]) -> (String, Vec<*const Statement>) {
+    SENT.with(|sent| {
+        let sent = sent.borrow();
+        let mut new: Vec<*const Statement> = Vec::new();
+        let mut json = String::with_capacity(bs.len() * 48);
         json.push('[');
-        json.push_str(&serde_json::to_string(b.statement.sql).unwrap_or_default());
-        json.push(',');
-        json.push_str(&args_json(&b.args));
+        for (i, b) in bs.iter().enumerate() {
+            let key: *const Statement = b.statement;
+            let (id, text) = match sent.iter().position(|s| *s == key) {
+                Some(id) => (id, false),
+                None => match new.iter().position(|s| *s == key) {
+                    Some(k) => (sent.len() + k, false),
+                    None => {
+                        new.push(key);
+                        (sent.len() + new.len() - 1, true)
+                    }
+                },
+            };
+            if i > 0 {
+                json.push(',');
+            }
+            json.push('[');
+            json.push_str(&id.to_string());
+            json.push(',');
+            json.push_str(&args_json(&b.args));
+            if text {
+                json.push(',');
+                json.push_str(&serde_json::to_string(b.statement.sql).unwrap_or_default());
+            }
+            json.push(']');
+        }
         json.push(']');
-    }
-    json.push(']');
-    json
+        (json, new)
+    })
 }
 
 /// A statement's answer (`results`, `meta`) as JSON text.
