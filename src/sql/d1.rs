@@ -80,8 +80,8 @@ async fn call(db: &D1Database, call: Call, bs: &[Bound<'_>]) -> Result<String, J
 thread_local! {
     /// The statements whose SQL text `d1.js` holds, each at its id: a text crosses into JS
     /// once per isolate, not with every query (escaping the consumer's 2.4 KB of SQL into
-    /// JSON, decoding and parsing it again took about a tenth of a new delivery's wasm and
-    /// glue time in a profile; bench/README.md, "SQL texts once per isolate").
+    /// JSON, decoding and parsing it again cost about 1 % of a new delivery's CPU, measured;
+    /// bench/README.md, "SQL texts once per isolate").
     static SENT: RefCell<Vec<*const Statement>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -96,16 +96,17 @@ fn statements_json(bs: &[Bound<'_>]) -> (String, Vec<*const Statement>) {
         json.push('[');
         for (i, b) in bs.iter().enumerate() {
             let key: *const Statement = b.statement;
-            let (id, text) = match sent.iter().position(|s| *s == key) {
-                Some(id) => (id, false),
-                None => match new.iter().position(|s| *s == key) {
-                    Some(k) => (sent.len() + k, false),
-                    None => {
-                        new.push(key);
-                        (sent.len() + new.len() - 1, true)
-                    }
-                },
-            };
+            // ids run on from the held ones through this call's new ones
+            let next = sent.len() + new.len();
+            let id = sent
+                .iter()
+                .chain(&new)
+                .position(|s| *s == key)
+                .unwrap_or(next);
+            let text = id == next;
+            if text {
+                new.push(key);
+            }
             if i > 0 {
                 json.push(',');
             }
