@@ -40,12 +40,12 @@ impl ConfigError {
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
 
-/// A string binding, whether it was set as a var or as a secret.
+/// A string binding, whether it was set as a var or as a secret (both are JS strings on the
+/// `env` object). Read as the string itself rather than through workers-rs's `Env::var` and
+/// `Env::secret`, which check the value's constructor's name and copy it through `Display`.
 pub fn string(env: &Env, name: &str) -> Option<String> {
-    env.var(name)
-        .map(|v| v.to_string())
-        .or_else(|_| env.secret(name).map(|s| s.to_string()))
-        .ok()
+    crate::binding::get::<wasm_bindgen::JsValue>(env, name)
+        .and_then(|v| v.as_string())
         .filter(|s| !s.trim().is_empty())
 }
 

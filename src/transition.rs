@@ -25,7 +25,7 @@ pub fn draw() -> [u8; 16] {
 
 /// Lowercase hex (tokens, alert ids, secret ids).
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    ::hex::encode(bytes)
 }
 
 /// Plans `change` and runs it as one transaction; what it read back.

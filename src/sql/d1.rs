@@ -43,7 +43,7 @@ fn args_json(args: &[Arg<'_>]) -> String {
         }
         match arg {
             Arg::Null => json.push_str("null"),
-            Arg::Int(n) => json.push_str(&n.to_string()),
+            Arg::Int(n) => json.push_str(itoa::Buffer::new().format(*n)),
             Arg::Text(t) => json.push_str(&serde_json::to_string(t.as_ref()).unwrap_or_default()),
         }
     }
@@ -111,7 +111,7 @@ fn statements_json(bs: &[Bound<'_>]) -> (String, Vec<*const Statement>) {
                 json.push(',');
             }
             json.push('[');
-            json.push_str(&id.to_string());
+            json.push_str(itoa::Buffer::new().format(id));
             json.push(',');
             json.push_str(&args_json(&b.args));
             if text {

@@ -124,7 +124,10 @@ pub struct SignatureHeader {
 impl SignatureHeader {
     /// What the MAC covers before the body: `t` as written, then `.`.
     pub fn signed_prefix(&self) -> String {
-        format!("{}.", self.timestamp_text)
+        let mut prefix = String::with_capacity(self.timestamp_text.len() + 1);
+        prefix.push_str(&self.timestamp_text);
+        prefix.push('.');
+        prefix
     }
 
     pub fn parse(header: &str) -> Result<Self, SignatureError> {
