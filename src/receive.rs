@@ -387,17 +387,12 @@ fn log_line(
     push_number(&mut line, r#","status":"#, Some(status.into()));
     push_number(&mut line, r#","attempt":"#, attempt.map(u64::from));
     push_number(&mut line, r#","duration_ms":"#, Some(duration_ms));
-    let mut field = |name: &str, value: &str| {
-        line.push_str(name);
-        line.push_str(value);
-    };
-    let escaped = |t: &str| serde_json::to_string(t).unwrap_or_else(|_| "null".into());
     if let Err(e) = result {
         if let Some(detail) = e.detail() {
-            field(r#","detail":"#, &escaped(&detail));
+            push_escaped(&mut line, r#","detail":"#, &detail);
         } else if let Some(message) = e.message() {
             // a refusal's reply carries only its code: which field is said here
-            field(r#","detail":"#, &escaped(&message));
+            push_escaped(&mut line, r#","detail":"#, &message);
         }
     }
     if let Ok(Received {
@@ -405,7 +400,7 @@ fn log_line(
         ..
     }) = result
     {
-        field(r#","enqueue_error":"#, &escaped(err));
+        push_escaped(&mut line, r#","enqueue_error":"#, err);
     }
     line.push('}');
     line
@@ -422,6 +417,12 @@ fn push_text(line: &mut String, name: &str, value: Option<&str>) {
         }
         None => line.push_str("null"),
     }
+}
+
+/// `name` then free text as a JSON string, escaped by serde_json.
+fn push_escaped(line: &mut String, name: &str, text: &str) {
+    line.push_str(name);
+    line.push_str(&serde_json::to_string(text).unwrap_or_else(|_| "null".into()));
 }
 
 /// `name` then the number or `null`.
