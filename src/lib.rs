@@ -18,6 +18,7 @@ mod metrics;
 mod queue;
 mod receive;
 mod reconcile;
+mod settle;
 mod sql;
 mod sweep;
 mod transition;
@@ -90,7 +91,7 @@ const WEBHOOK_PATH: &str = "/webhooks/paymos";
 fn after_reply(env: Env, ctx: worker::worker_sys::Context) {
     if counters::schedule_flush() {
         let after = config::counters_flush_seconds(&env);
-        let write = receive::settle(&timer(after), move |_| {
+        let write = settle::settle(&timer(after), move |_| {
             worker::wasm_bindgen_futures::future_to_promise(async move {
                 counters::flush(&env).await;
                 Ok(wasm_bindgen::JsValue::UNDEFINED)

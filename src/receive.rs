@@ -2,10 +2,10 @@
 
 use crate::error::{AppError, AppResult};
 use crate::queue::{self, DeliveryMessage};
+use crate::settle::settle;
 use crate::{config, sql};
 use paymos_core::receive_log::ReceiveLog;
 use paymos_core::{is_valid_event_id, parse_envelope, signature};
-use wasm_bindgen::prelude::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::worker_sys::web_sys;
 use worker::{js_sys, wasm_bindgen_futures::JsFuture, Env, Response};
@@ -223,33 +223,6 @@ fn store(
             }
         }
     })
-}
-
-#[wasm_bindgen::prelude::wasm_bindgen]
-extern "C" {
-    /// A promise, seen only through its `then`.
-    type Settling;
-    #[wasm_bindgen(method, js_name = then)]
-    fn then2(this: &Settling, on_ok: &JsValue, on_err: &JsValue) -> JsValue;
-    /// A function, seen only through its `bind`.
-    type Callback;
-    #[wasm_bindgen(method, js_name = bind)]
-    fn bind1(this: &Callback, this_arg: &JsValue, arg: &JsValue) -> JsValue;
-}
-
-/// `promise.then(f(Ok), f(Err))` with one Rust closure: exactly one of the two bound
-/// functions runs, and the closure frees itself when it has run. Returns the chained promise.
-pub(crate) fn settle(
-    promise: &JsValue,
-    f: impl FnOnce(Result<JsValue, JsValue>) -> JsValue + 'static,
-) -> JsValue {
-    let f = Closure::once_into_js(move |ok: bool, value: JsValue| {
-        f(if ok { Ok(value) } else { Err(value) })
-    });
-    let f: &Callback = f.unchecked_ref();
-    let on_ok = f.bind1(&JsValue::NULL, &JsValue::TRUE);
-    let on_err = f.bind1(&JsValue::NULL, &JsValue::FALSE);
-    promise.unchecked_ref::<Settling>().then2(&on_ok, &on_err)
 }
 
 /// A delivery refused before its body was read: its log line, its count, its reply.

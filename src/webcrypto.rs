@@ -82,7 +82,7 @@ impl HmacKeys {
             .subarray(prefix.len() as u32, message.length())
             .copy_from(body);
         let subtle = self.subtle.clone();
-        crate::receive::settle(&self.keys, move |keys| {
+        crate::settle::settle(&self.keys, move |keys| {
             let keys = match keys {
                 Ok(keys) => Array::from(&keys),
                 Err(e) => return Promise::reject(&e).into(),

@@ -1,0 +1,77 @@
+//! The receive path's promise chain (`receive.rs`): `settle(promise, f)` is
+//! `promise.then(f(Ok), f(Err))`, with `f` kept in a table here under a number and resumed
+//! by one function made once per instance (`settle.js`). A wasm-bindgen closure per await
+//! cost its creation, two `bind`s and a FinalizationRegistry entry: measured, 2-3 % of a
+//! delivery's CPU (bench/README.md, "One resume function for the receive path's chain").
+
+use wasm_bindgen::prelude::Closure;
+use wasm_bindgen::JsValue;
+
+#[wasm_bindgen::prelude::wasm_bindgen(module = "/src/settle.js")]
+extern "C" {
+    #[wasm_bindgen(js_name = settleInit)]
+    fn settle_init(resume: &JsValue);
+    #[wasm_bindgen(js_name = settleThen)]
+    fn settle_then(promise: &JsValue, id: u32) -> JsValue;
+}
+
+/// A continuation of the chain, waiting for its promise.
+type Continuation = Box<dyn FnOnce(Result<JsValue, JsValue>) -> JsValue>;
+
+/// The continuations waiting, at their ids; a freed id is used again.
+#[derive(Default)]
+struct Waiting {
+    slots: Vec<Option<Continuation>>,
+    free: Vec<u32>,
+}
+
+thread_local! {
+    static WAITING: std::cell::RefCell<Waiting> = std::cell::RefCell::default();
+    /// `resume`, handed to settle.js once per instance: it lives as long as the instance.
+    static RESUME: () = {
+        let resume = Closure::<dyn Fn(u32, bool, JsValue) -> JsValue>::new(resume);
+        settle_init(resume.as_ref());
+        resume.forget();
+    };
+}
+
+/// `promise.then(f(Ok), f(Err))`: `f` waits in `WAITING` and runs once, when the promise
+/// settles. Returns the chained promise.
+pub fn settle(
+    promise: &JsValue,
+    f: impl FnOnce(Result<JsValue, JsValue>) -> JsValue + 'static,
+) -> JsValue {
+    RESUME.with(|_| ());
+    let id = WAITING.with(|w| {
+        let mut w = w.borrow_mut();
+        match w.free.pop() {
+            Some(id) => {
+                w.slots[id as usize] = Some(Box::new(f));
+                id
+            }
+            None => {
+                w.slots.push(Some(Box::new(f)));
+                (w.slots.len() - 1) as u32
+            }
+        }
+    });
+    settle_then(promise, id)
+}
+
+/// Runs continuation `id` with its promise's outcome; its slot is free again first, so the
+/// continuation can wait on another promise.
+fn resume(id: u32, ok: bool, value: JsValue) -> JsValue {
+    let f = WAITING.with(|w| {
+        let mut w = w.borrow_mut();
+        let f = w.slots.get_mut(id as usize).and_then(Option::take);
+        if f.is_some() {
+            w.free.push(id);
+        }
+        f
+    });
+    match f {
+        Some(f) => f(if ok { Ok(value) } else { Err(value) }),
+        // not one of this instance's (a promise that outlived a restart of the wasm)
+        None => JsValue::UNDEFINED,
+    }
+}
