@@ -19,7 +19,9 @@ const N = Number(values.requests);
 const copy = path.join(ROOT, "bench/ab-builds/.crossings");
 
 // the copy, its instance's imports counted: wasm-bindgen's glue passes them to
-// `new WebAssembly.Instance(module, imports())`, once at start and again after a reset
+// `new WebAssembly.Instance(module, imports())`, once at start and again after a reset (a
+// JS module's own namespace among them has only getters: its calls are counted through the
+// glue's functions that call it)
 await rm(copy, { recursive: true, force: true });
 await cp(path.dirname(entry), copy, { recursive: true });
 const glue = path.join(copy, path.basename(entry));
@@ -27,10 +29,10 @@ let js = await readFile(glue, "utf8");
 const site = /new WebAssembly\.Instance\((\w+),(\w+)\(\)\)/.exec(js);
 if (!site) throw new Error(`${entry}: no "new WebAssembly.Instance(module, imports())" to count`);
 js = js.split(site[0]).join(`new WebAssembly.Instance(${site[1]},__counted(${site[2]}()))`);
-const counter = `globalThis.__crossings={};function __counted(imports){for(const o of Object.values(imports))for(const [k,f] of Object.entries(o)){if(typeof f!=="function")continue;const name=k.replace(/_[0-9a-f]{16}$/,"");o[k]=function(...a){globalThis.__crossings[name]=(globalThis.__crossings[name]||0)+1;return f.apply(this,a)}}return imports}\n`;
-// before the first statement, after the imports (ES module imports are hoisted anyway)
-const first = js.search(/^(var|let|const|function) |;(var|let|const) /m);
-js = js.slice(0, first + 1) + counter + js.slice(first + 1);
+const counter = `globalThis.__crossings={};function __counted(imports){for(const o of Object.values(imports))for(const [k,f] of Object.entries(o)){if(typeof f!=="function"||!Object.getOwnPropertyDescriptor(o,k).writable)continue;const name=k.replace(/_[0-9a-f]{16}$/,"");o[k]=function(...a){globalThis.__crossings[name]=(globalThis.__crossings[name]||0)+1;return f.apply(this,a)}}return imports}\n`;
+// first in the module: its imports are hoisted anyway, and esbuild's output may begin with a
+// statement of its own (its helper for a bundled module's exports)
+js = counter + js;
 await writeFile(glue, js);
 await writeFile(
   path.join(copy, "counted.mjs"),
