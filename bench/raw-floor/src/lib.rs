@@ -2,7 +2,7 @@
 //! and its JavaScript twin, `bench/glue-floor.js` (one header read, the body awaited, the
 //! receive log line, the fixed receipt), with the log line composed in the wasm and nothing
 //! between the wasm and JS but raw exports and a buffer in the wasm's memory: no wasm-bindgen,
-//! no workers-rs, no externref table, no closures. `bench/raw-floor.js` is its JS side.
+//! no workers-rs, no externref table, no closures. `index.js` beside it is its JS side.
 //! Measures how much of the glue floor's cost is wasm itself and how much the glue.
 #![no_std]
 
