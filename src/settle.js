@@ -3,23 +3,15 @@
 // wasm-bindgen closure per await cost its creation, two `bind`s and a FinalizationRegistry
 // entry (bench/README.md, "One resume function for the receive path's chain").
 
-/** The current wasm instance's resume function, `(id, ok, value) => next`. */
-let resume;
-
-export function settleInit(f) {
-  resume = f;
-}
-
 /**
- * `promise.then`, resuming continuation `id` with its value or its rejection, through the
- * resume function of the instance that chained it: ids are numbered per instance, so a
- * promise that outlives a restart of the wasm must not resume the new instance's `id`
+ * `promise.then`, resuming continuation `id` with its value or its rejection through
+ * `resume`, the function of the wasm instance that chained it: ids are numbered per instance,
+ * so a promise that outlives a restart of the wasm never resumes the new instance's `id`
  * (the old function throws instead, as a closure of an old instance always did).
  */
-export function settleThen(promise, id) {
-  const resumeThis = resume;
+export function settleThen(promise, id, resume) {
   return promise.then(
-    (value) => resumeThis(id, true, value),
-    (error) => resumeThis(id, false, error),
+    (value) => resume(id, true, value),
+    (error) => resume(id, false, error),
   );
 }

@@ -11,10 +11,8 @@ use wasm_bindgen::JsValue;
 
 #[wasm_bindgen::prelude::wasm_bindgen(module = "/src/settle.js")]
 extern "C" {
-    #[wasm_bindgen(js_name = settleInit)]
-    fn settle_init(resume: &JsValue);
     #[wasm_bindgen(js_name = settleThen)]
-    fn settle_then(promise: &JsValue, id: u32) -> JsValue;
+    fn settle_then(promise: &JsValue, id: u32, resume: &JsValue) -> JsValue;
 }
 
 /// A continuation of the chain, waiting for its promise.
@@ -29,12 +27,9 @@ struct Waiting {
 
 thread_local! {
     static WAITING: std::cell::RefCell<Waiting> = std::cell::RefCell::default();
-    /// `resume`, handed to settle.js once per instance: it lives as long as the instance.
-    static RESUME: () = {
-        let resume = Closure::<dyn Fn(u32, bool, JsValue) -> JsValue>::new(resume);
-        settle_init(resume.as_ref());
-        resume.forget();
-    };
+    /// `resume` as a JS function, made once per instance: it lives as long as the instance.
+    static RESUME: JsValue =
+        Closure::<dyn Fn(u32, bool, JsValue) -> JsValue>::new(resume).into_js_value();
 }
 
 /// `promise.then(f(Ok), f(Err))`: `f` waits in `WAITING` and runs once, when the promise
@@ -43,21 +38,21 @@ pub fn settle(
     promise: &JsValue,
     f: impl FnOnce(Result<JsValue, JsValue>) -> JsValue + 'static,
 ) -> JsValue {
-    RESUME.with(|_| ());
+    let f: Continuation = Box::new(f);
     let id = WAITING.with(|w| {
         let mut w = w.borrow_mut();
         match w.free.pop() {
             Some(id) => {
-                w.slots[id as usize] = Some(Box::new(f));
+                w.slots[id as usize] = Some(f);
                 id
             }
             None => {
-                w.slots.push(Some(Box::new(f)));
+                w.slots.push(Some(f));
                 (w.slots.len() - 1) as u32
             }
         }
     });
-    settle_then(promise, id)
+    RESUME.with(|resume| settle_then(promise, id, resume))
 }
 
 /// Runs continuation `id` with its promise's outcome; its slot is free again first, so the
