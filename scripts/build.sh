@@ -15,6 +15,12 @@ export PAYMOS_BUILD_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unk
 # kind's states from the core: public/admin/machine.json, generated here, never committed
 cargo run -q -p paymos-core --example machine_json -- public/admin/machine.json
 worker-build --release
+# the entry: worker-build's module with the receive path's JavaScript driver in front
+# (src/worker.js); its wasm import stays as worker-build wrote it, beside build/index.js
+mv build/index.js build/glue.js
+"${ESBUILD_BIN:-$ROOT/node_modules/.bin/esbuild}" src/worker.js --bundle --format=esm --minify --log-level=warning \
+  --external:cloudflare:workers --external:./index_bg.wasm --outfile=build/index.js
+rm build/glue.js
 # worker-build keeps the wasm `name` section (function names: about 115 KB raw, 33 KB gzipped);
 # only a debugger or a profiler reads it. PAYMOS_KEEP_WASM_NAMES=1 keeps it, e.g. for
 # `twiggy top build/index_bg.wasm`.

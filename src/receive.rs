@@ -1,4 +1,7 @@
 //! POST /webhooks/paymos: verify, dedupe, enqueue, reply. Nothing slow runs before the reply.
+//! A body with a Content-Length under `WEBCRYPTO_MIN_BYTES` is driven from JavaScript
+//! (`src/receive.js`), which asks `driver`'s exports for every decision made here; the wasm
+//! drives the rest itself, by `receive_fast` or `receive`.
 
 use crate::error::{AppError, AppResult};
 use crate::queue::{self, DeliveryMessage};
@@ -9,6 +12,8 @@ use paymos_core::{is_valid_event_id, parse_envelope, signature};
 use wasm_bindgen::{JsCast, JsValue};
 use worker::worker_sys::web_sys;
 use worker::{js_sys, wasm_bindgen_futures::JsFuture, Env, Response};
+
+mod driver;
 
 /// What the receive path reads from the request's headers, each once, from one `Headers`.
 struct Head {
@@ -26,12 +31,30 @@ struct Head {
 impl Head {
     fn of(req: &web_sys::Request) -> Head {
         let headers = req.headers();
+        let mut head = Head::from_headers(
+            crate::clock::now_millis(),
+            header(&headers, "X-Webhook-Id"),
+            header(&headers, "X-Webhook-Attempt"),
+            header(&headers, "X-Webhook-Signature"),
+        );
+        head.content_length =
+            header(&headers, "Content-Length").and_then(|v| v.trim().parse().ok());
+        head
+    }
+
+    /// From the headers' values as read (by `of`, or by the JavaScript driver, `driver`).
+    fn from_headers(
+        started: u64,
+        header_id: Option<String>,
+        attempt: Option<String>,
+        signature: Option<String>,
+    ) -> Head {
         Head {
-            started: crate::clock::now_millis(),
-            header_id: header(&headers, "X-Webhook-Id"),
-            attempt: header(&headers, "X-Webhook-Attempt").and_then(|a| a.trim().parse().ok()),
-            signature: header(&headers, "X-Webhook-Signature"),
-            content_length: header(&headers, "Content-Length").and_then(|v| v.trim().parse().ok()),
+            started,
+            header_id,
+            attempt: attempt.and_then(|a| a.trim().parse().ok()),
+            signature,
+            content_length: None,
             log: ReceiveLog::All,
         }
     }
@@ -165,7 +188,7 @@ fn after_body(
             }
         }
     }
-    let accepted = accept(&config, &head, &body);
+    let accepted = accept(&config, &head, &body, crate::clock::now_seconds());
     store(accepted, head, env, finish)
 }
 
@@ -227,7 +250,7 @@ fn store(
 
 /// A delivery refused before its body was read: its log line, its count, its reply.
 fn refuse(e: AppError, head: &Head) -> worker::Result<Response> {
-    record(Err(&e), head);
+    record(Err(&e), head, crate::clock::now_millis());
     e.into_delivery_response()
 }
 
@@ -236,7 +259,7 @@ fn refuse(e: AppError, head: &Head) -> worker::Result<Response> {
 /// instead of workers-rs's `Response` and its conversion (a `Headers`, a `ResponseInit`, the
 /// body copied into a `Uint8Array`).
 fn answer_js(result: AppResult<Received>, head: &Head) -> JsValue {
-    record(result.as_ref(), head);
+    record(result.as_ref(), head, crate::clock::now_millis());
     match result {
         Ok(r) => RECEIPT_INIT
             .with(|init| {
@@ -265,8 +288,9 @@ thread_local! {
 
 /// Counts a refusal and writes the delivery's log line, unless `RECEIVE_LOG` leaves this
 /// outcome out (a duplicate under `except_duplicates`: its count under its secret was taken
-/// when its signature verified, `accepted`, whatever this setting says).
-fn record(result: Result<&Received, &AppError>, head: &Head) {
+/// when its signature verified, `accepted`, whatever this setting says). `now`: milliseconds
+/// since the epoch, the end of the delivery's duration.
+fn record(result: Result<&Received, &AppError>, head: &Head, now: u64) {
     // refusals are counted in the isolate, never with a D1 write each (interface §9)
     if let Err(e) = result {
         if matches!(e.status(), 400 | 401 | 413) {
@@ -276,23 +300,24 @@ fn record(result: Result<&Received, &AppError>, head: &Head) {
     if !head.log.writes(matches!(result, Ok(r) if r.duplicate)) {
         return;
     }
-    let duration_ms = crate::clock::now_millis().saturating_sub(head.started);
+    let duration_ms = now.saturating_sub(head.started);
     let line = log_line(result, head.header_id.as_deref(), head.attempt, duration_ms);
     web_sys::console::log_1(&line.into());
 }
 
-/// Verifies the signature over the raw body (the wasm's HMAC) and parses the envelope: the
-/// delivery and its body as text, or why it is refused.
+/// Verifies the signature over the raw body (the wasm's HMAC) at `now` (seconds since the
+/// epoch) and parses the envelope: the delivery and its body as text, or why it is refused.
 fn accept<'b>(
     config: &config::ReceiveConfig,
     head: &Head,
     body: &'b [u8],
+    now: i64,
 ) -> AppResult<(paymos_core::Envelope, &'b str)> {
     let verified = signature::verify(
         head.signature.as_deref(),
         body,
         &config.secrets,
-        crate::clock::now_seconds(),
+        now,
         config.tolerance_seconds,
     )?;
     accepted(config, head, body, verified)

@@ -30,8 +30,11 @@ fn unreadable(at: Site, message: String) -> DbError {
 }
 
 /// The `DB` binding; a missing binding is the database being unavailable.
+/// The database's binding (wrangler.toml `[[d1_databases]]`).
+pub const DATABASE: &str = "DB";
+
 pub fn database(env: &Env) -> DbResult<D1Database> {
-    crate::binding::required(env, "DB").map_err(|e| DbError::Binding(e.to_string()))
+    crate::binding::required(env, DATABASE).map_err(|e| DbError::Binding(e.to_string()))
 }
 
 fn prepare(db: &D1Database, b: &Bound<'_>) -> DbResult<StatementSys> {
