@@ -1,7 +1,7 @@
 // The receive path's driver (src/receive/driver.rs says what it takes): a delivery is read,
 // inserted, sent and answered here with the runtime's objects, and every decision about it is
-// the wasm's, asked in three calls with plain values. Each call from the wasm into JS cost a
-// crossing of wasm-bindgen's glue: 38 of them per duplicate, where this makes none
+// the wasm's, asked in two calls per delivery with plain values. Each call from the wasm into
+// JS cost a crossing of wasm-bindgen's glue: 38 per duplicate, where asked this way it makes 3
 // (bench/README.md, "The receive path driven from JavaScript"). Anything this does not take
 // (no Content-Length, a body past the limit or large enough for WebCrypto, a configuration
 // fault) is left to the wasm's own paths: `receiveDelivery` returns `undefined` for it.
