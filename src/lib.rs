@@ -37,8 +37,9 @@ const RECONCILE_CRON: &str = "17 3 * * *";
 /// below): the macro converts every request into workers-rs's `Request`, reading its `cf`
 /// object, method and URL, before any route runs. Most deliveries never reach it: the entry
 /// (`src/worker.js`) hands them to the receive path's JavaScript driver first. The export is
-/// synchronous: a delivery takes the receive fast path (`receive::receive_fast`, a chain of promise callbacks); everything
-/// else runs as an `async` route behind `future_to_promise`, as the macro's export would.
+/// synchronous: a delivery takes the receive fast path (`receive::receive_fast`, a chain of
+/// promise callbacks); everything else runs as an `async` route behind `future_to_promise`,
+/// as the macro's export would.
 /// Errors are answered as the macro does.
 mod fetch_export {
     use wasm_bindgen::prelude::wasm_bindgen;

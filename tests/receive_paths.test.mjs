@@ -1,4 +1,4 @@
-// A delivery takes one of three paths (ARCHITECTURE.md, "The receive path"): the JavaScript
+// A delivery takes one of three paths (ARCHITECTURE.md, "The path of a delivery"): the JavaScript
 // driver (src/receive.js) for a body with a Content-Length under 8 KiB, the wasm's fast path
 // for a larger one (its MACs by WebCrypto), and the wasm's general path for a body with no
 // Content-Length. Each path must answer a delivery, log it and count it exactly as the others:
@@ -54,6 +54,7 @@ function script(way) {
     ["malformed signature", randomId("evt_"), bytesOf(envelope("invoice.paid", randomId("inv_")), way), { signature: "v1=zz" }],
     ["id mismatch", randomId("evt_"), bytesOf(envelope("invoice.paid", randomId("inv_")), way), { attempt: "x" }],
     ["not json", randomId("evt_"), Buffer.from(way === "large" ? `not json ${"x".repeat(9000)}` : "not json"), {}],
+    // an empty body has no large form: sent with its Content-Length, it is the driver's
     ["empty", randomId("evt_"), Buffer.alloc(0), {}],
   ].map(([name, id, bytes, options]) => ({ name, id, bytes, options: { ...options, chunked } }));
 }

@@ -4,8 +4,8 @@
 //! reply with the runtime's own objects; every decision is made here, by the code the other
 //! paths run (the signature, the envelope, what is counted, the log line, a refusal's reply).
 //! Two calls into the wasm per delivery (the check, then its end), each with plain values,
-//! where the promise chain driven from the wasm made 38 calls into JS per duplicate (bench/README.md, "The receive
-//! path driven from JavaScript").
+//! where the promise chain driven from the wasm made 38 calls into JS per duplicate
+//! (bench/README.md, "The receive path driven from JavaScript").
 
 use super::{accept, record, Head, Received, WEBCRYPTO_MIN_BYTES};
 use crate::error::AppError;

@@ -29,10 +29,10 @@ fn unreadable(at: Site, message: String) -> DbError {
     DbError::Row { at, message }
 }
 
-/// The `DB` binding; a missing binding is the database being unavailable.
-/// The database's binding (wrangler.toml `[[d1_databases]]`).
+/// The database's binding name (wrangler.toml `[[d1_databases]]`).
 pub const DATABASE: &str = "DB";
 
+/// The `DB` binding; a missing binding is the database being unavailable.
 pub fn database(env: &Env) -> DbResult<D1Database> {
     crate::binding::required(env, DATABASE).map_err(|e| DbError::Binding(e.to_string()))
 }
