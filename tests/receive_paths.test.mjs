@@ -145,3 +145,44 @@ test("a delivery is answered, logged and counted alike by the driver and the was
     assert.deepEqual(runs[way].refused, driver.refused, `${way}: refusals counted`);
   }
 });
+
+test("the driver's wasm exports are not methods another Worker can call over RPC", async () => {
+  // a Worker bound to ours as a service: worker-build made every wasm export a method of the
+  // entrypoint, and src/worker.js takes the driver's off it
+  const caller = {
+    name: "caller",
+    modules: true,
+    compatibilityDate: "2025-09-23",
+    serviceBindings: { RECEIVER: "paymos-receiver" },
+    script: `export default {
+      async fetch(request, env) {
+        const name = new URL(request.url).searchParams.get("method");
+        if (name === "fetch") {
+          const reply = await env.RECEIVER.fetch("http://receiver/healthz");
+          return Response.json({ called: true, value: await reply.json() });
+        }
+        try {
+          const value = await env.RECEIVER[name]({});
+          return Response.json({ called: true, value: value ?? null });
+        } catch (e) {
+          return Response.json({ called: false, error: String(e) });
+        }
+      },
+    };`,
+  };
+  const w = await startWorker({ otherWorkers: [caller] });
+  try {
+    const callerWorker = await w.mf.getWorker("caller");
+    const call = async (method) => (await callerWorker.fetch(`http://caller/?method=${method}`)).json();
+    for (const method of ["receive_setup", "receive_check", "receive_unreadable", "receive_failed", "receive_done"]) {
+      const answer = await call(method);
+      assert.equal(answer.called, false, `${method}: ${JSON.stringify(answer)}`);
+      assert.match(answer.error, /does not (implement|have)|not a function|method/i, method);
+    }
+    // the binding itself works: ours answers a request through it
+    const health = await call("fetch");
+    assert.equal(health.value?.status, "ok", JSON.stringify(health));
+  } finally {
+    await w.close();
+  }
+});

@@ -41,7 +41,7 @@ export async function migrate(dir) {
  * Starts the worker. `vars` override wrangler.toml vars and the secrets; `persistDir` reuses
  * state (otherwise a fresh temporary directory is made and removed on close).
  */
-export async function startWorker({ vars = {}, persistDir, port: fixedPort, logLevel = LogLevel.WARN, withoutQueueProducer = false, scriptPath, collectLogs = true, patch, inspectorPort } = {}) {
+export async function startWorker({ vars = {}, persistDir, port: fixedPort, logLevel = LogLevel.WARN, withoutQueueProducer = false, scriptPath, collectLogs = true, patch, inspectorPort, otherWorkers = [] } = {}) {
   const ownDir = !persistDir;
   const dir = persistDir ?? (await mkdtemp(path.join(tmpdir(), "paymos-test-")));
   await migrate(dir);
@@ -113,6 +113,8 @@ export async function startWorker({ vars = {}, persistDir, port: fixedPort, logL
           ...vars,
         },
       },
+      // workers beside ours (Miniflare worker options), e.g. one bound to ours as a service
+      ...otherWorkers,
     ],
   });
   let ready;
