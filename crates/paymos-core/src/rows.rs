@@ -2,23 +2,17 @@
 //! D1's results into them, the simulator reads SQLite's (through `serde_json`). The actors'
 //! step functions (`crate::actors`) take these, never a driver's own row type.
 
+use serde::de::Visitor;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// SQLite has no boolean: a `0`/`1` column (D1 gives a JS number, SQLite an integer, JSON may
 /// give either or `true`/`false`).
 pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Flag {
-        Bool(bool),
-        Int(i64),
-        Float(f64),
-    }
-    Ok(match Option::<Flag>::deserialize(d)? {
+    Ok(match d.deserialize_any(Column)? {
         None => false,
-        Some(Flag::Bool(b)) => b,
-        Some(Flag::Int(i)) => i != 0,
-        Some(Flag::Float(f)) => f != 0.0,
+        Some(Cell::Bool(b)) => b,
+        Some(Cell::Int(i)) => i != 0,
+        Some(Cell::Float(f)) => f != 0.0,
     })
 }
 
@@ -29,16 +23,62 @@ pub fn int<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
 
 /// An optional integer column, as [`int`].
 pub fn opt_int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Num {
-        Int(i64),
-        Float(f64),
+    Ok(match d.deserialize_any(Column)? {
+        None => None,
+        Some(Cell::Int(i)) => Some(i),
+        Some(Cell::Float(f)) => Some(f as i64),
+        Some(Cell::Bool(_)) => return Err(serde::de::Error::custom("expected a number or null")),
+    })
+}
+
+/// A numeric or boolean column's value, `None` for null.
+enum Cell {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+}
+
+/// Reads a [`Cell`] by the value's own type, in one pass. (An untagged enum would try each
+/// type in turn, building an error for each that fails: a row's flags cost more than its
+/// strings so.)
+struct Column;
+
+impl<'de> Visitor<'de> for Column {
+    type Value = Option<Cell>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a number, a boolean or null")
     }
-    Ok(Option::<Num>::deserialize(d)?.map(|n| match n {
-        Num::Int(i) => i,
-        Num::Float(f) => f as i64,
-    }))
+
+    fn visit_bool<E>(self, b: bool) -> Result<Self::Value, E> {
+        Ok(Some(Cell::Bool(b)))
+    }
+
+    fn visit_i64<E>(self, i: i64) -> Result<Self::Value, E> {
+        Ok(Some(Cell::Int(i)))
+    }
+
+    fn visit_u64<E>(self, u: u64) -> Result<Self::Value, E> {
+        Ok(Some(
+            i64::try_from(u).map_or(Cell::Float(u as f64), Cell::Int),
+        ))
+    }
+
+    fn visit_f64<E>(self, f: f64) -> Result<Self::Value, E> {
+        Ok(Some(Cell::Float(f)))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(Column)
+    }
 }
 
 /// A delivery as the archive shows it (`delivery_columns!`, and the body where loaded).
@@ -184,5 +224,12 @@ mod tests {
             assert_eq!((r.f, r.n, r.o), (f, n, o));
         }
         assert!(serde_json::from_value::<R>(json!({"f": "yes", "n": 1})).is_err());
+        assert!(serde_json::from_value::<R>(json!({"f": 1, "n": true})).is_err());
+        assert!(serde_json::from_value::<R>(json!({"f": 1, "n": "3"})).is_err());
+        // from text too (the Worker's rows arrive as JSON text), and past i64 as a float would
+        let r: R =
+            serde_json::from_str(r#"{"f": 18446744073709551615, "n": 18446744073709551615}"#)
+                .unwrap();
+        assert_eq!((r.f, r.n, r.o), (true, i64::MAX, None));
     }
 }
