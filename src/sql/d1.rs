@@ -125,7 +125,7 @@ fn statements_json(bs: &[Bound<'_>]) -> (String, Vec<*const Statement>) {
     })
 }
 
-/// A statement's answer (`results`, `meta`) as JSON text.
+/// A statement's answer (`results`, and `meta.size_after`) as JSON text.
 pub async fn all(db: &D1Database, b: &Bound<'_>) -> Result<String, JsValue> {
     call(db, all_js, std::slice::from_ref(b)).await
 }
@@ -144,8 +144,9 @@ pub async fn batch(db: &D1Database, bs: &[Bound<'_>]) -> Result<String, JsValue>
     call(db, batch_js, bs).await
 }
 
-/// A statement's answer as D1 gives it: its rows and, where asked for, the database's size
-/// (`meta.size_after`, in bytes; a number, where workers-rs's `usize` stops at 4 GB on wasm32).
+/// A statement's answer as `d1.js`'s `d1All` passes it on from D1: its rows and, where asked
+/// for, the database's size (`meta.size_after`, in bytes; a number, where workers-rs's `usize`
+/// stops at 4 GB on wasm32).
 #[derive(Deserialize)]
 #[serde(bound = "T: DeserializeOwned")]
 pub struct Answer<T> {
@@ -155,6 +156,8 @@ pub struct Answer<T> {
     pub meta: Option<Meta>,
 }
 
+/// The part of D1's `meta` that `d1All` sends, and no more: a field read here must be added to
+/// what `d1All` writes, or it reads as absent.
 #[derive(Deserialize)]
 pub struct Meta {
     #[serde(default)]
