@@ -10,7 +10,7 @@ use paymos_core::actors::consume::{self, Batch, Driven};
 use paymos_core::actors::sweep::{Chunks, Kind, CHUNK};
 use paymos_core::actors::{dead_letter, Answer};
 use paymos_core::is_valid_event_id;
-use paymos_core::rows::DeliveryRow;
+use paymos_core::rows::{ConsumeRow, DeliveryRow};
 use paymos_core::statements::Bound;
 use worker::{D1Database, Env};
 
@@ -95,8 +95,8 @@ impl consume::Io for Worker<'_> {
         transition::draw()
     }
 
-    async fn load(&mut self, b: Bound<'static>) -> Result<Vec<DeliveryRow>, String> {
-        sql::all_rows::<DeliveryRow>(self.db, b)
+    async fn load(&mut self, b: Bound<'static>) -> Result<Vec<ConsumeRow>, String> {
+        sql::all_rows::<ConsumeRow>(self.db, b)
             .await
             .map_err(consume::database_unavailable)
     }

@@ -5,10 +5,12 @@
 //! would only burn the sender's retries); only structurally broken envelopes fail.
 
 use serde::Serialize;
-use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::ids::{is_valid_event_id, resource_kind_of, ResourceKind};
+
+mod wire;
+use wire::{Field, Top};
 
 /// Longest accepted `type` string.
 pub const MAX_EVENT_TYPE_LEN: usize = 128;
@@ -25,15 +27,11 @@ pub struct Envelope {
     pub resource_id: String,
     /// From `data.id`'s prefix; equals the category's kind when the category is known.
     pub resource_kind: ResourceKind,
-    pub data: Map<String, Value>,
-}
-
-impl Envelope {
-    /// A string field of `data` (e.g. `order_ref`, `amount`, `currency`); `None` if
-    /// absent or not a string.
-    pub fn data_str(&self, key: &str) -> Option<&str> {
-        self.data.get(key).and_then(Value::as_str)
-    }
+    /// `data`'s string fields that a transition records; each `None` if absent or not a
+    /// string. (The rest of `data` is not kept.)
+    pub order_ref: Option<String>,
+    pub amount: Option<String>,
+    pub currency: Option<String>,
 }
 
 /// Messages name the field, never its value.
@@ -73,18 +71,18 @@ impl EnvelopeError {
     }
 }
 
-fn required<'a>(
-    obj: &'a Map<String, Value>,
+fn required<'f, 'a>(
+    field: &'f Option<Field<'a>>,
     name: &'static str,
-) -> Result<&'a Value, EnvelopeError> {
-    obj.get(name).ok_or(EnvelopeError::MissingField(name))
+) -> Result<&'f Field<'a>, EnvelopeError> {
+    field.as_ref().ok_or(EnvelopeError::MissingField(name))
 }
 
-fn required_str<'a>(
-    obj: &'a Map<String, Value>,
+fn required_str<'f>(
+    field: &'f Option<Field<'_>>,
     name: &'static str,
-) -> Result<&'a str, EnvelopeError> {
-    required(obj, name)?
+) -> Result<&'f str, EnvelopeError> {
+    required(field, name)?
         .as_str()
         .ok_or(EnvelopeError::InvalidField(name))
 }
@@ -116,15 +114,11 @@ pub fn parse_envelope(
         return Err(EnvelopeError::InvalidEventId);
     }
 
-    let value: Value = serde_json::from_slice(body).map_err(|_| EnvelopeError::NotJson)?;
-    let Value::Object(mut obj) = value else {
-        return Err(EnvelopeError::NotJson);
-    };
-    // `data` taken out of the parsed body (a null left in its place), to be moved into the
-    // envelope rather than copied; it is checked below, in the contract's order
-    let data = obj.get_mut("data").map(Value::take);
+    // one pass over the body, for the fields the checks read (`wire`); checked below, in
+    // the contract's order
+    let top: Top = serde_json::from_slice(body).map_err(|_| EnvelopeError::NotJson)?;
 
-    let event_id = required_str(&obj, "event_id")?;
+    let event_id = required_str(&top.event_id, "event_id")?;
     if !is_valid_event_id(event_id) {
         return Err(EnvelopeError::InvalidEventId);
     }
@@ -132,28 +126,29 @@ pub fn parse_envelope(
         return Err(EnvelopeError::IdMismatch);
     }
 
-    let event_type = required_str(&obj, "type")?;
+    let event_type = required_str(&top.event_type, "type")?;
     let (category, action) =
         split_event_type(event_type).ok_or(EnvelopeError::InvalidField("type"))?;
 
     // Integers only: 1.0, "1" and values beyond i64 are refused.
-    let created = required(&obj, "created")?
-        .as_i64()
-        .ok_or(EnvelopeError::InvalidField("created"))?;
+    let created = match required(&top.created, "created")? {
+        Field::Int(i) => *i,
+        _ => return Err(EnvelopeError::InvalidField("created")),
+    };
 
     // Optional; an explicit null counts as absent.
-    let livemode = match obj.get("livemode") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
+    let livemode = match top.livemode {
+        None | Some(Field::Null) => false,
+        Some(Field::Bool(b)) => b,
         Some(_) => return Err(EnvelopeError::InvalidField("livemode")),
     };
 
-    let data = match data {
+    let data = match top.data {
         None => return Err(EnvelopeError::MissingField("data")),
-        Some(Value::Object(m)) => m,
+        Some(Field::Object(d)) => *d,
         Some(_) => return Err(EnvelopeError::InvalidField("data")),
     };
-    let resource_id = required_str(&data, "id").map_err(|e| match e {
+    let resource_id = required_str(&data.id, "id").map_err(|e| match e {
         EnvelopeError::MissingField(_) => EnvelopeError::MissingField("data.id"),
         _ => EnvelopeError::InvalidField("data.id"),
     })?;
@@ -173,14 +168,16 @@ pub fn parse_envelope(
         livemode,
         resource_id: resource_id.to_owned(),
         resource_kind,
-        data,
+        order_ref: data.order_ref.and_then(Field::into_string),
+        amount: data.amount.and_then(Field::into_string),
+        currency: data.currency.and_then(Field::into_string),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     const CONTRACT_BODY: &str = r#"{"event_id":"evt_9Kq2xT4mLp","type":"invoice.paid","created":1764449990,"livemode":false,"data":{"id":"inv_7Hc3pQ","object":"invoice","status":"paid","amount":"49.00","currency":"USDT","order_ref":"order_1042"}}"#;
     const ID: &str = "evt_9Kq2xT4mLp";
@@ -223,18 +220,62 @@ mod tests {
         assert!(!e.livemode);
         assert_eq!(e.resource_id, "inv_7Hc3pQ");
         assert_eq!(e.resource_kind, ResourceKind::Invoice);
-        assert_eq!(e.data_str("order_ref"), Some("order_1042"));
-        assert_eq!(e.data_str("amount"), Some("49.00"));
-        assert_eq!(e.data_str("currency"), Some("USDT"));
-        assert_eq!(e.data_str("id"), Some("inv_7Hc3pQ"));
-        assert_eq!(e.data_str("nope"), None);
-        assert_eq!(e.data.len(), 6);
+        assert_eq!(e.order_ref.as_deref(), Some("order_1042"));
+        assert_eq!(e.amount.as_deref(), Some("49.00"));
+        assert_eq!(e.currency.as_deref(), Some("USDT"));
     }
 
     #[test]
-    fn data_str_only_for_strings() {
+    fn data_strings_only_for_strings() {
         let v = with(&["data", "amount"], Some(json!(49)));
-        assert_eq!(parse_v(&v).unwrap().data_str("amount"), None);
+        let e = parse_v(&v).unwrap();
+        assert_eq!(
+            (e.amount, e.order_ref.as_deref()),
+            (None, Some("order_1042"))
+        );
+        let v = with(&["data", "currency"], Some(json!({"currency": "USDT"})));
+        assert_eq!(parse_v(&v).unwrap().currency, None);
+        let v = with(&["data", "order_ref"], None);
+        assert_eq!(parse_v(&v).unwrap().order_ref, None);
+    }
+
+    #[test]
+    fn escapes_read_as_their_characters() {
+        let body = CONTRACT_BODY
+            .replace(r#""type""#, r#""typ\u0065""#)
+            .replace(r#""order_1042""#, r#""order_\u00e91042\n""#);
+        let e = parse_envelope(body.as_bytes(), Some(ID)).unwrap();
+        assert_eq!(e.event_type, "invoice.paid");
+        assert_eq!(e.order_ref.as_deref(), Some("order_\u{e9}1042\n"));
+    }
+
+    /// Of two fields with one name the last counts, as in a `serde_json::Map` (what parsed
+    /// the stored bodies before): at the top level, in `data`, and for `data` itself.
+    #[test]
+    fn the_last_of_two_fields_counts() {
+        let twice = |body: &str| parse_envelope(body.as_bytes(), Some(ID));
+        let e = twice(&CONTRACT_BODY.replace(
+            r#""type":"invoice.paid""#,
+            r#""type":"invoice.created","type":"invoice.paid""#,
+        ))
+        .unwrap();
+        assert_eq!(e.event_type, "invoice.paid");
+        let e = twice(
+            &CONTRACT_BODY.replace(r#""amount":"49.00""#, r#""amount":"1.00","amount":"49.00""#),
+        )
+        .unwrap();
+        assert_eq!(e.amount.as_deref(), Some("49.00"));
+        let body = CONTRACT_BODY.replace(
+            r#","data":{"#,
+            r#","data":{"id":"inv_x","order_ref":"a"},"data":{"#,
+        );
+        let e = twice(&body).unwrap();
+        assert_eq!(
+            (e.resource_id.as_str(), e.order_ref.as_deref()),
+            ("inv_7Hc3pQ", Some("order_1042"))
+        );
+        let body = CONTRACT_BODY.replace(r#""livemode":false"#, r#""livemode":false,"livemode":7"#);
+        assert_eq!(twice(&body), Err(EnvelopeError::InvalidField("livemode")));
     }
 
     #[test]

@@ -117,6 +117,18 @@ pub struct DeliveryRow {
     pub body: Option<String>,
 }
 
+/// A delivery as the consumer decides from it (`LOAD_DELIVERIES`): whether it was processed,
+/// and its body. Three columns, not the archive's seventeen: every column of a loaded row is
+/// written into JSON by `d1.js` and read back in the wasm, for every delivery.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ConsumeRow {
+    pub event_id: String,
+    pub processed_at: Option<String>,
+    /// The raw body; `None` once archived.
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
 /// An effect and its place in the outbox (`effect_columns!`: the admin API, the feed, the
 /// dispatcher).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

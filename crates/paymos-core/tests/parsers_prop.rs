@@ -1,7 +1,7 @@
 //! Property tests: the parsers never panic on hostile input, and signing
 //! round-trips through verification.
 
-use paymos_core::envelope::{parse_envelope, EnvelopeError};
+use paymos_core::envelope::{parse_envelope, Envelope, EnvelopeError};
 use paymos_core::signature::{
     check, match_macs, sign, signature_header, verify, Secret, SecretSet, SignatureError,
     SignatureHeader,
@@ -279,5 +279,167 @@ proptest! {
                 prop_assert_eq!(v.secret_index, i);
             }
         }
+    }
+}
+
+/// The envelope as it was read before `envelope::wire` (a `serde_json::Value` tree of the
+/// whole body, a `Map` in which the last of two fields with one name counts): the reference
+/// the one-pass reader is held to, result for result.
+fn reference_envelope(body: &[u8], header: Option<&str>) -> Result<Envelope, EnvelopeError> {
+    use paymos_core::ids::{is_valid_event_id, resource_kind_of, ResourceKind};
+    use paymos_core::split_event_type;
+    let header_id = header.ok_or(EnvelopeError::WebhookIdMissing)?;
+    if !is_valid_event_id(header_id) {
+        return Err(EnvelopeError::InvalidEventId);
+    }
+    let value: Value = serde_json::from_slice(body).map_err(|_| EnvelopeError::NotJson)?;
+    let Value::Object(mut obj) = value else {
+        return Err(EnvelopeError::NotJson);
+    };
+    let data = obj.get_mut("data").map(Value::take);
+    let text = |o: &Map<String, Value>, k: &'static str| match o.get(k) {
+        None => Err(EnvelopeError::MissingField(k)),
+        Some(v) => v
+            .as_str()
+            .map(str::to_owned)
+            .ok_or(EnvelopeError::InvalidField(k)),
+    };
+    let event_id = text(&obj, "event_id")?;
+    if !is_valid_event_id(&event_id) {
+        return Err(EnvelopeError::InvalidEventId);
+    }
+    if event_id != header_id {
+        return Err(EnvelopeError::IdMismatch);
+    }
+    let event_type = text(&obj, "type")?;
+    let (category, action) =
+        split_event_type(&event_type).ok_or(EnvelopeError::InvalidField("type"))?;
+    let created = obj
+        .get("created")
+        .ok_or(EnvelopeError::MissingField("created"))?
+        .as_i64()
+        .ok_or(EnvelopeError::InvalidField("created"))?;
+    let livemode = match obj.get("livemode") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(EnvelopeError::InvalidField("livemode")),
+    };
+    let data = match data {
+        None => return Err(EnvelopeError::MissingField("data")),
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(EnvelopeError::InvalidField("data")),
+    };
+    let resource_id = text(&data, "id").map_err(|e| match e {
+        EnvelopeError::MissingField(_) => EnvelopeError::MissingField("data.id"),
+        _ => EnvelopeError::InvalidField("data.id"),
+    })?;
+    let resource_kind = resource_kind_of(&resource_id).ok_or(EnvelopeError::InvalidResourceId)?;
+    if let Some(expected) = ResourceKind::from_category(category) {
+        if expected != resource_kind {
+            return Err(EnvelopeError::ResourceMismatch);
+        }
+    }
+    let string = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_owned);
+    Ok(Envelope {
+        event_id: event_id.clone(),
+        category: category.to_owned(),
+        action: action.to_owned(),
+        event_type: event_type.clone(),
+        created,
+        livemode,
+        resource_id,
+        resource_kind,
+        order_ref: string("order_ref"),
+        amount: string("amount"),
+        currency: string("currency"),
+    })
+}
+
+/// An object's text with fields of the given names written twice or more, before or after
+/// its own (so either may be the last), each time with another value.
+fn with_repeats(
+    obj: &Map<String, Value>,
+    repeats: &[(usize, Value, bool)],
+    names: &[&str],
+) -> String {
+    let field = |k: &str, v: &Value| format!("{}:{}", Value::from(k), v);
+    let mut before = Vec::new();
+    let mut after = Vec::new();
+    for (i, v, first) in repeats {
+        let f = field(names[i % names.len()], v);
+        if *first {
+            before.push(f)
+        } else {
+            after.push(f)
+        }
+    }
+    let own = obj.iter().map(|(k, v)| field(k, v));
+    let all: Vec<String> = before.into_iter().chain(own).chain(after).collect();
+    format!("{{{}}}", all.join(","))
+}
+
+fn repeats() -> impl Strategy<Value = Vec<(usize, Value, bool)>> {
+    prop::collection::vec((any::<usize>(), json_value(), any::<bool>()), 0..3)
+}
+
+/// `data`'s strings that a transition records: a string, any value, or absent.
+fn data_strings() -> impl Strategy<Value = Vec<Option<Value>>> {
+    let one = prop_oneof![
+        2 => ".{0,8}".prop_map(|s| Some(Value::String(s))),
+        1 => json_value().prop_map(Some),
+        1 => Just(None),
+    ];
+    prop::collection::vec(one, 3)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn envelope_reads_as_the_reference_on_any_json(
+        v in json_value(),
+        id in prop::option::of("evt_[a-z0-9]{1,5}"),
+    ) {
+        let body = v.to_string();
+        prop_assert_eq!(
+            parse_envelope(body.as_bytes(), id.as_deref()),
+            reference_envelope(body.as_bytes(), id.as_deref())
+        );
+    }
+
+    #[test]
+    fn envelope_reads_as_the_reference_on_bytes(
+        body in prop::collection::vec(any::<u8>(), 0..256),
+        id in prop::option::of("evt_[a-z0-9]{1,5}"),
+    ) {
+        prop_assert_eq!(parse_envelope(&body, id.as_deref()), reference_envelope(&body, id.as_deref()));
+    }
+
+    /// Near-valid envelopes, with `data`'s strings and fields repeated at either level.
+    #[test]
+    fn envelope_reads_as_the_reference_near_valid(
+        (v, header) in near_valid_envelope(),
+        strings in data_strings(),
+        top_repeats in repeats(),
+        data_repeats in repeats(),
+    ) {
+        let Value::Object(mut obj) = v else { unreachable!("an object") };
+        let mut data = match obj.remove("data") {
+            Some(Value::Object(d)) => d,
+            _ => Map::new(),
+        };
+        for (k, s) in ["order_ref", "amount", "currency"].into_iter().zip(strings) {
+            if let Some(s) = s {
+                data.insert(k.into(), s);
+            }
+        }
+        let data_names = ["id", "order_ref", "amount", "currency", "object"];
+        let data_text = with_repeats(&data, &data_repeats, &data_names);
+        obj.insert("data".into(), Value::Null);
+        let top_names = ["event_id", "type", "created", "livemode", "data", "api_version"];
+        let body = with_repeats(&obj, &top_repeats, &top_names)
+            .replace(r#""data":null"#, &format!(r#""data":{data_text}"#));
+        let ours = parse_envelope(body.as_bytes(), header.as_deref());
+        prop_assert_eq!(&ours, &reference_envelope(body.as_bytes(), header.as_deref()), "{}", body);
     }
 }

@@ -29,7 +29,7 @@ use crate::actors::Answer;
 use crate::envelope::parse_envelope;
 use crate::ladder::consumer_retry_delay;
 use crate::machine::{target_state, CauseKind, Outcome};
-use crate::rows::DeliveryRow;
+use crate::rows::ConsumeRow;
 use crate::statements::{self as st, Arg, Bound};
 
 /// Why a delivery was processed without changing anything, on record in `reason`.
@@ -233,7 +233,7 @@ impl Batch {
 
     /// The batch's rows (in any order); `draw` gives 16 random bytes for each token and
     /// license code.
-    pub fn loaded(&mut self, rows: Vec<DeliveryRow>, draw: &mut dyn FnMut() -> [u8; 16]) {
+    pub fn loaded(&mut self, rows: Vec<ConsumeRow>, draw: &mut dyn FnMut() -> [u8; 16]) {
         let mode = *self
             .settings
             .mode
@@ -258,7 +258,7 @@ impl Batch {
     /// One message's item from its row.
     fn decide(
         &self,
-        row: Option<&DeliveryRow>,
+        row: Option<&ConsumeRow>,
         mode: Mode,
         draw: &mut dyn FnMut() -> [u8; 16],
     ) -> Result<Item, String> {
@@ -277,14 +277,13 @@ impl Batch {
         let Some((kind, to)) = target_state(&envelope.event_type) else {
             return Ok(Item::Ignore(UNKNOWN_EVENT_TYPE));
         };
-        let text = |k: &str| envelope.data_str(k).map(str::to_string);
         let change = Change {
-            resource_id: envelope.resource_id.clone(),
+            resource_id: envelope.resource_id,
             kind,
             to,
-            order_ref: text("order_ref"),
-            amount: text("amount"),
-            currency: text("currency"),
+            order_ref: envelope.order_ref,
+            amount: envelope.amount,
+            currency: envelope.currency,
             cause_kind: CauseKind::Event,
             cause: row.event_id.clone(),
             delivery: Some(row.event_id.clone()),

@@ -120,7 +120,8 @@ struct Released {
 
 fn rows<T: serde::de::DeserializeOwned>(rows: &[serde_json::Value]) -> Result<Vec<T>, ReadError> {
     rows.iter()
-        .map(|r| serde_json::from_value(r.clone()).map_err(|e| ReadError::Rows(e.to_string())))
+        // read in place: `from_value` would take a copy of each row first
+        .map(|r| T::deserialize(r).map_err(|e| ReadError::Rows(e.to_string())))
         .collect()
 }
 

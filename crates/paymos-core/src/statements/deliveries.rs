@@ -29,9 +29,8 @@ statement!(
     // the list, not `event_id IN (SELECT value FROM json_each(?1))`: the IN builds a
     // temporary index of the list first, and D1 counts each of its rows as a row read (4
     // per delivery with the body, 3 this way: the list's row, the delivery, its body).
-    "SELECT ",
-    delivery_columns!(),
-    ", ",
+    // Only what the consumer decides from (`rows::ConsumeRow`).
+    "SELECT event_id, processed_at, ",
     body_column!(),
     " FROM json_each(?1) AS wanted CROSS JOIN webhook_delivery \
        ON webhook_delivery.event_id = wanted.value"

@@ -8,7 +8,7 @@
 
 use paymos_core::actors::consume::{self, Answered, Batch, Driven, Item, Mode};
 use paymos_core::actors::Answer;
-use paymos_core::rows::DeliveryRow;
+use paymos_core::rows::ConsumeRow;
 use paymos_core::statements::Bound;
 
 use super::{Actor, Msg, Sim, Who, RETRY_BASE_SECONDS};
@@ -41,7 +41,7 @@ impl consume::Io for Io {
     fn draw(&mut self) -> [u8; 16] {
         self.rng.bytes16()
     }
-    async fn load(&mut self, b: Bound<'static>) -> Result<Vec<DeliveryRow>, String> {
+    async fn load(&mut self, b: Bound<'static>) -> Result<Vec<ConsumeRow>, String> {
         self.port.call(Call::Load(b)).await
     }
     async fn apply(
@@ -177,13 +177,13 @@ impl Sim<'_> {
         }
     }
 
-    fn load(&mut self, msgs: &[Msg], b: &Bound<'static>) -> Result<Vec<DeliveryRow>, String> {
+    fn load(&mut self, msgs: &[Msg], b: &Bound<'static>) -> Result<Vec<ConsumeRow>, String> {
         let fault = self.fault_read();
         let rows = self
             .db
             .run(b, fault)
             .result
-            .and_then(|r| r[0].to::<DeliveryRow>());
+            .and_then(|r| r[0].to::<ConsumeRow>());
         let rows = rows.map_err(consume::database_unavailable)?;
         // every message names a delivery on record
         for m in msgs {

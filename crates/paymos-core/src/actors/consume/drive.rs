@@ -5,7 +5,7 @@
 //! batches of their own (the Worker in turn, the simulator as separate consumers).
 
 use super::{Answered, Batch, Message, Step};
-use crate::rows::DeliveryRow;
+use crate::rows::ConsumeRow;
 use crate::statements::Bound;
 
 /// What the consumer's driver does to the world. A failed call's error is the reason the
@@ -15,7 +15,7 @@ pub trait Io {
     /// 16 random bytes (a transition's token and license code).
     fn draw(&mut self) -> [u8; 16];
     /// `LOAD_DELIVERIES`: the batch's rows.
-    async fn load(&mut self, b: Bound<'static>) -> Result<Vec<DeliveryRow>, String>;
+    async fn load(&mut self, b: Bound<'static>) -> Result<Vec<ConsumeRow>, String>;
     /// The batch's statements as one transaction: each statement's rows. `batch` tells which
     /// statements are whose ([`Batch::items`]; the simulator checks each transition by it).
     async fn apply(

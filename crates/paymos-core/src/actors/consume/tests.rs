@@ -19,29 +19,15 @@ fn msg(id: &str, attempts: u32) -> Message {
     }
 }
 
-fn row(id: &str, event_type: &str, livemode: bool, processed: bool) -> DeliveryRow {
+fn row(id: &str, event_type: &str, livemode: bool, processed: bool) -> ConsumeRow {
     let body = json!({
         "event_id": id, "type": event_type, "created": 1764450000, "livemode": livemode,
         "data": {"id": "inv_1", "object": "invoice", "order_ref": "order_a"}
     })
     .to_string();
-    DeliveryRow {
+    ConsumeRow {
         event_id: id.into(),
-        resource_id: "inv_1".into(),
-        event_type: event_type.into(),
-        received_at: "2026-12-01T00:00:00.000Z".into(),
         processed_at: processed.then(|| "2026-12-01T00:00:01.000Z".into()),
-        outcome: processed.then(|| "applied".into()),
-        attempts: 0,
-        last_error: None,
-        enqueued_at: None,
-        replays: 0,
-        reason: None,
-        generation: 0,
-        archived_at: None,
-        archive_key: None,
-        dismissed_at: None,
-        dismiss_reason: None,
         body: Some(body),
     }
 }
@@ -220,7 +206,7 @@ impl Io for FailingLoad {
     fn draw(&mut self) -> [u8; 16] {
         [7; 16]
     }
-    async fn load(&mut self, _: Bound<'static>) -> Result<Vec<DeliveryRow>, String> {
+    async fn load(&mut self, _: Bound<'static>) -> Result<Vec<ConsumeRow>, String> {
         self.asked.push("load");
         Err(database_unavailable("D1_ERROR"))
     }
