@@ -6,7 +6,7 @@
 //! receive path's insert alone is prepared here on the runtime's own objects (`prepare`): the
 //! fast path chains its promise itself.
 
-use paymos_core::statements::{Arg, Bound, Statement};
+use paymos_core::statements::{push_json_string, Arg, Bound, Statement};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::cell::RefCell;
@@ -33,7 +33,7 @@ fn js(arg: &Arg<'_>) -> JsValue {
 
 /// The arguments as a JSON array: integers as the numbers `JsValue::from_f64` would make of
 /// them (JSON.parse rounds a literal to the nearest double, as `as f64` does), texts escaped
-/// by serde_json, which JSON.parse reads back to the same string.
+/// as serde_json escapes them, which JSON.parse reads back to the same string.
 fn args_json(args: &[Arg<'_>]) -> String {
     let mut json = String::with_capacity(16 * args.len() + 2);
     json.push('[');
@@ -44,7 +44,7 @@ fn args_json(args: &[Arg<'_>]) -> String {
         match arg {
             Arg::Null => json.push_str("null"),
             Arg::Int(n) => json.push_str(itoa::Buffer::new().format(*n)),
-            Arg::Text(t) => json.push_str(&serde_json::to_string(t.as_ref()).unwrap_or_default()),
+            Arg::Text(t) => push_json_string(&mut json, t),
         }
     }
     json.push(']');
@@ -116,7 +116,7 @@ fn statements_json(bs: &[Bound<'_>]) -> (String, Vec<*const Statement>) {
             json.push_str(&args_json(&b.args));
             if text {
                 json.push(',');
-                json.push_str(&serde_json::to_string(b.statement.sql).unwrap_or_default());
+                push_json_string(&mut json, b.statement.sql);
             }
             json.push(']');
         }

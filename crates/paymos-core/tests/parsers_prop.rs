@@ -6,6 +6,7 @@ use paymos_core::signature::{
     check, match_macs, sign, signature_header, verify, Secret, SecretSet, SignatureError,
     SignatureHeader,
 };
+use paymos_core::statements::Arg;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
@@ -441,5 +442,26 @@ proptest! {
             .replace(r#""data":null"#, &format!(r#""data":{data_text}"#));
         let ours = parse_envelope(body.as_bytes(), header.as_deref());
         prop_assert_eq!(&ours, &reference_envelope(body.as_bytes(), header.as_deref()), "{}", body);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    /// The Worker's arguments as `d1.js` reads them: byte for byte what serde_json writes,
+    /// for any string and for strings of the characters that are escaped.
+    #[test]
+    fn json_strings_as_serde_json_writes_them(
+        any_text in any::<String>(),
+        escaped in "[\"\\\\\\x00-\\x1f\\x7f a-z\u{e9}\u{2028}\u{1F600}]{0,24}",
+        list in prop::collection::vec("[\"\\\\\\x00-\\x1f a-z]{0,6}", 0..4),
+    ) {
+        for s in [&any_text, &escaped] {
+            let mut ours = String::from("x");
+            paymos_core::statements::push_json_string(&mut ours, s);
+            prop_assert_eq!(&ours[1..], serde_json::to_string(s).unwrap());
+        }
+        let Arg::Text(ours) = Arg::json_list(&list) else { unreachable!("a text") };
+        prop_assert_eq!(ours.as_ref(), serde_json::to_string(&list).unwrap());
     }
 }

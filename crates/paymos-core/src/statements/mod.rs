@@ -38,11 +38,41 @@ impl<'a> Arg<'a> {
 
     /// A JSON array of strings, read in SQL with `json_each` (one parameter for a list).
     pub fn json_list<S: AsRef<str>>(items: &[S]) -> Arg<'static> {
-        let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
-        Arg::Text(Cow::Owned(
-            serde_json::to_string(&items).expect("a list of strings serialises"),
-        ))
+        let mut json =
+            String::with_capacity(2 + items.iter().map(|s| s.as_ref().len() + 3).sum::<usize>());
+        json.push('[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                json.push(',');
+            }
+            push_json_string(&mut json, item.as_ref());
+        }
+        json.push(']');
+        Arg::Text(Cow::Owned(json))
     }
+}
+
+/// Appends `s` as a JSON string, byte for byte as `serde_json::to_string` writes it, without a
+/// `String` of its own: the Worker writes every text argument of every D1 call so (`d1.js`
+/// reads them with `JSON.parse`), and `serde_json`'s writer, an allocation per argument, was
+/// the wasm's biggest function in a new delivery's profile (bench/README.md, "The envelope
+/// in one pass").
+pub fn push_json_string(out: &mut String, s: &str) {
+    if s.bytes().any(|b| b < 0x20) {
+        // control characters (rare in an argument): serde_json's own escapes
+        out.push_str(&serde_json::to_string(s).expect("a string serialises"));
+        return;
+    }
+    out.push('"');
+    let mut rest = s;
+    while let Some(i) = rest.find(['"', '\\']) {
+        out.push_str(&rest[..i]);
+        out.push('\\');
+        out.push_str(&rest[i..=i]);
+        rest = &rest[i + 1..];
+    }
+    out.push_str(rest);
+    out.push('"');
 }
 
 /// A statement with its arguments, ready for D1 or SQLite.
