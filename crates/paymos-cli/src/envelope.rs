@@ -277,13 +277,14 @@ mod tests {
             let e = parse_envelope(&b.body, Some(&b.event_id)).unwrap();
             assert_eq!(e.event_type, t);
             assert_eq!(e.resource_id, b.resource_id);
-            assert_eq!(e.data_str("status"), Some(t.split('.').nth(1).unwrap()));
+            // the receiver's parser keeps only the strings a transition records
+            assert_eq!(b.data_str("status").as_deref(), t.split('.').nth(1));
             let is_invoice = t.starts_with("invoice.");
-            assert_eq!(e.data_str("amount").is_some(), is_invoice);
-            assert_eq!(e.data_str("currency").is_some(), is_invoice);
+            assert_eq!(e.amount.is_some(), is_invoice);
+            assert_eq!(e.currency.is_some(), is_invoice);
             if is_invoice {
                 assert_eq!(
-                    e.data_str("order_ref").unwrap(),
+                    e.order_ref.unwrap(),
                     format!("order_{}", &b.resource_id[4..])
                 );
             }
