@@ -96,8 +96,13 @@ export async function measureOnce(script, mode, concurrency, seconds, warmup = 0
  * counted; workerd's threads (its V8 platform's workers included) live as long as it does.
  */
 export async function workerdCpuSecondsFine() {
+  return cpuSecondsOf((await workerdChildren()).map((c) => c.pid));
+}
+
+/** The same for the given processes only (bench/interleave.mjs: each worker its own). */
+export async function cpuSecondsOf(pids) {
   let ns = 0;
-  for (const { pid } of await workerdChildren()) {
+  for (const pid of pids) {
     for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [])) {
       const line = await readFile(`/proc/${pid}/task/${tid}/schedstat`, "utf8").catch(() => "");
       ns += Number(line.split(" ")[0]) || 0;
@@ -166,6 +171,20 @@ export function commandLine(flags = []) {
   };
 }
 
+/** `NAME=value,NAME=value` (`--a-vars`, `--b-vars`) as an object (a value may hold `=`, not `,`). */
+export function parseVars(text) {
+  return Object.fromEntries(
+    (text ?? "")
+      .split(",")
+      .filter(Boolean)
+      .map((kv) => {
+        const i = kv.indexOf("=");
+        if (i <= 0) throw new Error(`not NAME=value: ${kv}`);
+        return [kv.slice(0, i), kv.slice(i + 1)];
+      }),
+  );
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { opt, positional } = commandLine();
   const [a, b] = positional;
@@ -173,22 +192,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     console.error("usage: node bench/ab.mjs A.js B.js [--mode new|duplicate] [--concurrency N] [--seconds S] [--rounds R] [--warmup S] [--a-vars NAME=value,...] [--b-vars NAME=value,...]");
     process.exit(2);
   }
-  /** `NAME=value,NAME=value` as an object (a value may hold `=`, not `,`). */
-  const vars = (text) =>
-    Object.fromEntries(
-      (text ?? "")
-        .split(",")
-        .filter(Boolean)
-        .map((kv) => {
-          const i = kv.indexOf("=");
-          if (i <= 0) {
-            console.error(`not NAME=value: ${kv}`);
-            process.exit(2);
-          }
-          return [kv.slice(0, i), kv.slice(i + 1)];
-        }),
-    );
-  const arms = { A: { script: a, vars: vars(opt("a-vars")) }, B: { script: b, vars: vars(opt("b-vars")) } };
+  const arms = { A: { script: a, vars: parseVars(opt("a-vars")) }, B: { script: b, vars: parseVars(opt("b-vars")) } };
   const cfg = { mode: opt("mode", "new"), concurrency: Number(opt("concurrency", 16)), seconds: Number(opt("seconds", 4)), rounds: Number(opt("rounds", 4)), warmup: Number(opt("warmup", 0)) };
   const res = await paired(arms, cfg);
   for (const k of ["A", "B"]) console.log(k, arms[k].vars, res.summary[k]);
