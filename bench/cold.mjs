@@ -11,9 +11,6 @@
 //   node bench/cold.mjs [A.js B.js] [--rounds 7]
 import { commandLine, load, median, startBenchWorker, workerdCpuSecondsFine } from "./ab.mjs";
 
-const { opt, positional } = commandLine();
-const [a, b] = positional.length >= 2 ? positional : ["bench/js-receiver.js", "build/index.js"];
-const rounds = Number(opt("rounds", "7"));
 const noConsumers = { patch: (o) => (o.queueConsumers = {}) };
 
 async function once(script) {
@@ -44,18 +41,35 @@ async function once(script) {
   }
 }
 
-const runs = { [a]: [], [b]: [] };
-for (let r = 0; r < rounds; r++) {
-  for (const s of r % 2 ? [b, a] : [a, b]) runs[s].push(await once(s));
+const KEYS = ["startup_cpu_ms", "first_ms", "first_cpu_ms", "first100_ms", "first100_cpu_ms"];
+
+/**
+ * `rounds` fresh isolates of each script, the order reversed every other round: per measure,
+ * each script's median and the median of the per-round ratios b ÷ a with their range.
+ */
+export async function cold(a, b, rounds) {
+  const runs = { [a]: [], [b]: [] };
+  for (let r = 0; r < rounds; r++) {
+    for (const s of r % 2 ? [b, a] : [a, b]) runs[s].push(await once(s));
+  }
+  const measures = Object.fromEntries(
+    KEYS.map((k) => {
+      const q = runs[b].map((x, i) => x[k] / runs[a][i][k]);
+      return [k, { a: median(runs[a].map((x) => x[k])), b: median(runs[b].map((x) => x[k])), median: median(q), min: Math.min(...q), max: Math.max(...q) }];
+    }),
+  );
+  return { rounds, measures, runs };
 }
-const keys = ["startup_cpu_ms", "first_ms", "first_cpu_ms", "first100_ms", "first100_cpu_ms"];
-const med = (s, k) => median(runs[s].map((x) => x[k]));
-const ratios = (k) => runs[b].map((x, i) => x[k] / runs[a][i][k]);
-console.log(`cold start, ${rounds} fresh isolates each (new deliveries at 1 connection, consumers out); medians; ratio ${b} ÷ ${a}, median of the per-round ratios [range]`);
-console.log(`| measure | ${a} | ${b} | ratio |`);
-console.log("|---|---|---|---|");
-for (const k of keys) {
-  const q = ratios(k);
-  console.log(`| ${k} | ${med(a, k).toFixed(1)} | ${med(b, k).toFixed(1)} | ${median(q).toFixed(2)}× [${Math.min(...q).toFixed(2)}–${Math.max(...q).toFixed(2)}] |`);
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { opt, positional } = commandLine();
+  const [a, b] = positional.length >= 2 ? positional : ["bench/js-receiver.js", "build/index.js"];
+  const res = await cold(a, b, Number(opt("rounds", "7")));
+  console.log(`cold start, ${res.rounds} fresh isolates each (new deliveries at 1 connection, consumers out); medians; ratio ${b} ÷ ${a}, median of the per-round ratios [range]`);
+  console.log(`| measure | ${a} | ${b} | ratio |`);
+  console.log("|---|---|---|---|");
+  for (const [k, m] of Object.entries(res.measures)) {
+    console.log(`| ${k} | ${m.a.toFixed(1)} | ${m.b.toFixed(1)} | ${m.median.toFixed(2)}× [${m.min.toFixed(2)}–${m.max.toFixed(2)}] |`);
+  }
+  console.log(JSON.stringify({ rounds: res.rounds, runs: res.runs }));
 }
-console.log(JSON.stringify({ rounds, runs }));

@@ -82,6 +82,30 @@ export function ratios(slices) {
   };
 }
 
+/**
+ * Scripts `sa` and `sb` (each with its vars) interleaved: `pairs` pairs of slices over `legs`
+ * legs, each leg on two fresh workers started in the other order than the leg before (runs
+ * of one build against itself found a per cent or two between the worker started first and
+ * the one started second). `ratios` of all the slices, with the pairs' count.
+ */
+export async function interleaved([sa, varsA], [sb, varsB], { mode, concurrency, slice, pairs, legs, warmup }) {
+  const all = [];
+  for (let leg = 0; leg < legs; leg++) {
+    const one = leg % 2 ? await start(sb, varsB) : await start(sa, varsA);
+    const two = leg % 2 ? await start(sa, varsA) : await start(sb, varsB);
+    const [a, b] = leg % 2 ? [two, one] : [one, two];
+    try {
+      for (const w of [a, b]) await load(w.url, mode, concurrency, ["--duration-seconds", String(warmup)]);
+      const slices = await interleave(a, b, { mode, concurrency, slice, pairs: Math.ceil(pairs / legs) });
+      all.push(...slices.map((s) => ({ ...s, pair: `${leg}.${s.pair}` })));
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  }
+  return { ...ratios(all), pairs: all.length / 2 };
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { opt, positional } = commandLine();
   const [sa, sb] = positional;
@@ -89,29 +113,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     console.error("usage: node bench/interleave.mjs A.js B.js [--mode new|duplicate] [--concurrency N] [--slice S] [--pairs P] [--legs L] [--warmup S] [--a-vars NAME=value,...] [--b-vars ...]");
     process.exit(2);
   }
-  const cfg = { mode: opt("mode", "new"), concurrency: Number(opt("concurrency", 1)), slice: Number(opt("slice", 2)), pairs: Number(opt("pairs", 60)) };
-  const warmup = Number(opt("warmup", 4));
-  const legs = Number(opt("legs", 2));
-  const all = [];
-  for (let leg = 0; leg < legs; leg++) {
-    // the worker started second measured a per cent or two dearer or cheaper in runs of one
-    // build against itself: each leg starts them in the other order, on fresh workers
-    const [first, second] = leg % 2 ? [[sb, "b-vars"], [sa, "a-vars"]] : [[sa, "a-vars"], [sb, "b-vars"]];
-    const one = await start(first[0], parseVars(opt(first[1])));
-    const two = await start(second[0], parseVars(opt(second[1])));
-    const [a, b] = leg % 2 ? [two, one] : [one, two];
-    try {
-      for (const w of [a, b]) await load(w.url, cfg.mode, cfg.concurrency, ["--duration-seconds", String(warmup)]);
-      const slices = await interleave(a, b, { ...cfg, pairs: Math.ceil(cfg.pairs / legs) });
-      all.push(...slices.map((s) => ({ ...s, pair: `${leg}.${s.pair}` })));
-    } finally {
-      await a.close();
-      await b.close();
-    }
-  }
-  const r = ratios(all);
-  const pairs = all.length / 2;
-  console.log(`B = ${sb}, A = ${sa}, ${JSON.stringify({ ...cfg, pairs, legs, warmup })}`);
+  const cfg = { mode: opt("mode", "new"), concurrency: Number(opt("concurrency", 1)), slice: Number(opt("slice", 2)), pairs: Number(opt("pairs", 60)), legs: Number(opt("legs", 2)), warmup: Number(opt("warmup", 4)) };
+  const r = await interleaved([sa, parseVars(opt("a-vars"))], [sb, parseVars(opt("b-vars"))], cfg);
+  console.log(`B = ${sb}, A = ${sa}, ${JSON.stringify({ ...cfg, pairs: r.pairs })}`);
   console.log(`CPU per request: A ${r.cpu_us[0].toFixed(0)} µs, B ${r.cpu_us[1].toFixed(0)} µs (${r.requests[0]} and ${r.requests[1]} requests)`);
-  console.log(`B ÷ A, CPU per request: median of ${pairs} pairs ${r.median.toFixed(3)} [quartiles ${r.q1.toFixed(3)}–${r.q3.toFixed(3)}; range ${r.min.toFixed(2)}–${r.max.toFixed(2)}]; pooled ${r.pooled.toFixed(3)}`);
+  console.log(`B ÷ A, CPU per request: median of ${r.pairs} pairs ${r.median.toFixed(3)} [quartiles ${r.q1.toFixed(3)}–${r.q3.toFixed(3)}; range ${r.min.toFixed(2)}–${r.max.toFixed(2)}]; pooled ${r.pooled.toFixed(3)}`);
 }

@@ -12,10 +12,12 @@ import { gzipSync } from "node:zlib";
 import os from "node:os";
 import path from "node:path";
 import { paired, pairedRatio, load, startBenchWorker, paymos } from "./ab.mjs";
+import { interleaved } from "./interleave.mjs";
+import { cold } from "./cold.mjs";
 import { freePort, ROOT } from "../tests/helpers/worker.mjs";
 
 const quick = process.argv.includes("--quick");
-// --only=throughput,cost,keep_up,e2e runs some parts (while developing); the default is all
+// --only=throughput,cpu,cold,cost,keep_up,e2e runs some parts (while developing); the default is all
 const only = process.argv.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",");
 const part = (name) => !only || only.includes(name);
 const DURATION = quick ? 3 : 6;
@@ -134,6 +136,36 @@ if (part("throughput")) {
   // both reach their steady state; the rounds above include each isolate's first seconds.
   await scenario("new_deliveries_warm", "new", 16, DURATION, WARMUP);
   await scenario("duplicates_warm", "duplicate", 16, DURATION, WARMUP);
+}
+
+// ---------------------------------------------------------------- CPU per request, interleaved
+// #27's CPU goals, ours ÷ JS, measured as bench/interleave.mjs measures: both workers started
+// once and loaded in turn in 2 s slices, so that the machine's drift over minutes falls on
+// both alike (the rounds above start fresh workers 10-15 s apart); the pairs split over two
+// legs that start the two in either order.
+const CPU_PAIRS = quick ? 4 : 30;
+const CPU_SCENARIOS = [
+  ["new_c1", "new", 1],
+  ["new_c16", "new", 16],
+  ["duplicates_c1", "duplicate", 1],
+];
+if (part("cpu")) {
+  results.cpu = {};
+  for (const [name, mode, concurrency] of CPU_SCENARIOS) {
+    console.error(`[bench] CPU, ${name}: ${CPU_PAIRS} interleaved pairs of 2 s slices`);
+    const cfg = { mode, concurrency, slice: 2, pairs: CPU_PAIRS, legs: 2, warmup: WARMUP };
+    results.cpu[name] = { ...cfg, ...(await interleaved([workers.js.script, {}], [workers.rust.script, {}], cfg)) };
+  }
+}
+
+// ---------------------------------------------------------------- cold start
+// A fresh isolate's first request and first 100 (bench/cold.mjs), ours against the JS
+// receiver, the order reversed every other round.
+const COLD_ROUNDS = quick ? 3 : 15;
+if (part("cold")) {
+  console.error(`[bench] cold start: ${COLD_ROUNDS} fresh isolates each`);
+  const { runs, ...summary } = await cold(workers.js.script, workers.rust.script, COLD_ROUNDS);
+  results.cold = { ...summary, runs };
 }
 
 // ---------------------------------------------------------------- cost per delivery
@@ -322,11 +354,14 @@ results.machine.load_average_at_end = os.loadavg();
 const lines = [];
 const say = (s = "") => lines.push(s);
 say(`Benchmark ${results.finished_at} (${results.machine.cpus} cores, ${results.machine.model}); loopback; each figure from one run of \`npm run bench${quick ? " -- --quick" : ""}\``);
-say();
-say(`Throughput: ${ROUNDS} paired rounds per scenario (fresh workers, the order reversed every other round); each figure the median over the rounds; ours ÷ JS the median of the per-round ratios [smallest–largest]; CPU µs/req is workerd's user + system time per request.`);
-say();
-say("| scenario | worker | req/s | p50 ms | p99 ms | CPU µs/req | non-2xx | ours ÷ JS (req/s) | ours ÷ floor (req/s) | CPU ours ÷ JS | p50 ours ÷ JS | p99 ours ÷ JS |");
-say("|---|---|---|---|---|---|---|---|---|---|---|---|");
+// the throughput table, when its part ran
+if (Object.keys(results.scenarios).length > 0) {
+  say();
+  say(`Throughput: ${ROUNDS} paired rounds per scenario (fresh workers, the order reversed every other round); each figure the median over the rounds; ours ÷ JS the median of the per-round ratios [smallest–largest]; CPU µs/req is workerd's user + system time per request.`);
+  say();
+  say("| scenario | worker | req/s | p50 ms | p99 ms | CPU µs/req | non-2xx | ours ÷ JS (req/s) | ours ÷ floor (req/s) | CPU ours ÷ JS | p50 ours ÷ JS | p99 ours ÷ JS |");
+  say("|---|---|---|---|---|---|---|---|---|---|---|---|");
+}
 const range = (q) => (q ? `${q.median.toFixed(2)}× [${q.min.toFixed(2)}–${q.max.toFixed(2)}]` : "-");
 for (const [name, row] of Object.entries(results.scenarios)) {
   for (const key of Object.keys(workers)) {
@@ -343,6 +378,24 @@ if (results.glue_floor) {
   const g = results.glue_floor;
   say();
   say(`Glue floor (crates/glue-floor against bench/glue-floor.js: one header, the body awaited, the log line, the fixed receipt; duplicates mode, 16 connections): Rust ${fmt(g.rust.throughput_rps)} req/s, ${fmt(g.rust.runtime_cpu_us_per_request, 0)} CPU µs/req, ${g.rust.non_2xx} failed; JS ${fmt(g.js.throughput_rps)} req/s, ${fmt(g.js.runtime_cpu_us_per_request, 0)} CPU µs/req, ${g.js.non_2xx} failed; Rust ÷ JS req/s ${range(g.rust_over_js)}, CPU ${range(g.rust_over_js_cpu)}.`);
+}
+if (results.cpu) {
+  say();
+  say(`CPU per request, interleaved (bench/interleave.mjs): ours and the JS receiver started once each, loaded in turn in 2 s slices, ${CPU_PAIRS} pairs over two legs (started in either order); workerd's CPU of each worker's own process, a slice's tail (its consumer finishing) counted to it; ours ÷ JS the median of the pairs' ratios [quartiles; range] and pooled (all CPU ÷ all requests):`);
+  say();
+  say("| scenario | ours CPU µs/req | JS CPU µs/req | ours ÷ JS, median of the pairs [quartiles; range] | pooled |");
+  say("|---|---|---|---|---|");
+  for (const [name, r] of Object.entries(results.cpu)) {
+    say(`| ${name} (${r.mode}, ${r.concurrency} connection${r.concurrency > 1 ? "s" : ""}) | ${fmt(r.cpu_us[1], 0)} | ${fmt(r.cpu_us[0], 0)} | ${r.median.toFixed(3)}× [${r.q1.toFixed(3)}–${r.q3.toFixed(3)}; ${r.min.toFixed(2)}–${r.max.toFixed(2)}] | ${r.pooled.toFixed(3)}× |`);
+  }
+}
+if (results.cold) {
+  say();
+  say(`Cold start (bench/cold.mjs): ${results.cold.rounds} fresh isolates each, new deliveries at 1 connection, consumers out; medians, and ours ÷ JS the median of the per-round ratios [range]:`);
+  say();
+  say("| measure | ours | JS receiver | ours ÷ JS |");
+  say("|---|---|---|---|");
+  for (const [k, m] of Object.entries(results.cold.measures)) say(`| ${k} | ${fmt(m.b)} | ${fmt(m.a)} | ${m.median.toFixed(2)}× [${m.min.toFixed(2)}–${m.max.toFixed(2)}] |`);
 }
 if (part("cost")) {
   say();
