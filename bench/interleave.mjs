@@ -91,16 +91,16 @@ export function ratios(slices) {
 export async function interleaved([sa, varsA], [sb, varsB], { mode, concurrency, slice, pairs, legs, warmup }) {
   const all = [];
   for (let leg = 0; leg < legs; leg++) {
-    const one = leg % 2 ? await start(sb, varsB) : await start(sa, varsA);
-    const two = leg % 2 ? await start(sa, varsA) : await start(sb, varsB);
-    const [a, b] = leg % 2 ? [two, one] : [one, two];
+    const started = [];
     try {
+      // every worker started is closed, the first too when the second fails to start
+      for (const [script, vars] of leg % 2 ? [[sb, varsB], [sa, varsA]] : [[sa, varsA], [sb, varsB]]) started.push(await start(script, vars));
+      const [a, b] = leg % 2 ? [started[1], started[0]] : started;
       for (const w of [a, b]) await load(w.url, mode, concurrency, ["--duration-seconds", String(warmup)]);
       const slices = await interleave(a, b, { mode, concurrency, slice, pairs: Math.ceil(pairs / legs) });
       all.push(...slices.map((s) => ({ ...s, pair: `${leg}.${s.pair}` })));
     } finally {
-      await a.close();
-      await b.close();
+      for (const w of started) await w.close();
     }
   }
   return { ...ratios(all), pairs: all.length / 2 };
