@@ -109,7 +109,7 @@ impl consume::Io for Worker<'_> {
         let results = sql::run_batch(self.db, &statements)
             .await
             .map_err(consume::database_unavailable)?;
-        sql::json_rows(&results).map_err(|e| format!("internal_error: {e}"))
+        Ok(sql::json_rows(results))
     }
 
     async fn record_failure(&mut self, b: Bound<'static>) {

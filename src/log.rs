@@ -1,12 +1,8 @@
 //! Structured logs: one JSON line per event. Never the secret, the signature or the body.
 
-use serde_json::json;
-use worker::console_log;
+use paymos_core::log_line::log_line;
+use worker::worker_sys::web_sys;
 
 pub fn line(stage: &str, event_id: &str, outcome: &str, detail: Option<&str>) {
-    let mut v = json!({ "stage": stage, "event_id": event_id, "outcome": outcome });
-    if let Some(d) = detail {
-        v["detail"] = json!(d);
-    }
-    console_log!("{}", v);
+    web_sys::console::log_1(&log_line(stage, event_id, outcome, detail).into());
 }

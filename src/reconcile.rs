@@ -164,7 +164,7 @@ impl reconcile::Io for Worker<'_> {
 
     async fn batch(&mut self, statements: Vec<Bound<'static>>) -> AppResult<Vec<Vec<Value>>> {
         let results = sql::run_batch(self.db, &statements).await?;
-        Ok(sql::json_rows(&results)?)
+        Ok(sql::json_rows(results))
     }
 
     async fn fetch(

@@ -34,7 +34,7 @@ pub async fn apply(db: &D1Database, change: Change) -> AppResult<Applied> {
         .map_err(|e| AppError::BadRequest("invalid_state", e.to_string()))?;
     let statements = prepared.statements();
     let results = sql::run_batch(db, &statements).await?;
-    let rows = sql::json_rows(&results)?;
+    let rows = sql::json_rows(results);
     Prepared::read(&statements, &rows).map_err(|e| AppError::Internal(e.to_string()))
 }
 
@@ -45,6 +45,6 @@ pub async fn apply_manual(db: &D1Database, change: Change, record: &Record) -> A
         .map_err(|e| AppError::BadRequest("invalid_state", e.to_string()))?;
     let statements = prepared.audited_statements(record);
     let results = sql::run_batch(db, &statements).await?;
-    let rows = sql::json_rows(&results)?;
+    let rows = sql::json_rows(results);
     Prepared::read(&statements, &rows).map_err(|e| AppError::Internal(e.to_string()))
 }

@@ -80,7 +80,7 @@ async fn run(db: &D1Database, b: Bound<'_>) -> DbResult<()> {
 pub struct Results {
     names: Vec<&'static str>,
     /// each statement's rows, as D1 answered them
-    rows: Vec<Vec<serde_json::Value>>,
+    pub(super) rows: Vec<Vec<serde_json::Value>>,
 }
 
 impl Results {

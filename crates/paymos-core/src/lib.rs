@@ -11,6 +11,7 @@ pub mod history;
 pub mod ids;
 pub mod ladder;
 pub mod license;
+pub mod log_line;
 pub mod machine;
 pub mod outbound;
 pub mod receive_log;

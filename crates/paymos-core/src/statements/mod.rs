@@ -58,22 +58,40 @@ impl<'a> Arg<'a> {
 /// the wasm's biggest function in a new delivery's profile (bench/README.md, "The envelope
 /// in one pass").
 pub fn push_json_string(out: &mut String, s: &str) {
-    if s.bytes().any(|b| b < 0x20) {
-        // control characters (rare in an argument): serde_json's own escapes
-        out.push_str(&serde_json::to_string(s).expect("a string serialises"));
-        return;
-    }
+    out.reserve(s.len() + 2);
     out.push('"');
-    let mut rest = s;
-    while let Some(i) = rest.find(['"', '\\']) {
-        out.push_str(&rest[..i]);
-        out.push('\\');
-        out.push_str(&rest[i..=i]);
-        rest = &rest[i + 1..];
+    // one pass over the bytes: every byte that needs an escape is ASCII, so each run between
+    // two of them is whole characters (a `char` searcher decoded every character)
+    let mut run = 0;
+    for (i, &b) in s.as_bytes().iter().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[run..i]);
+        if escape.is_empty() {
+            // the other control characters as serde_json writes them: `\u00` and two hex digits
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        } else {
+            out.push_str(escape);
+        }
+        run = i + 1;
     }
-    out.push_str(rest);
+    out.push_str(&s[run..]);
     out.push('"');
 }
+
+/// Lowercase hex digits, as serde_json writes `\u00XX` and as tokens are written.
+pub const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// A statement with its arguments, ready for D1 or SQLite.
 #[derive(Debug, Clone, PartialEq)]
