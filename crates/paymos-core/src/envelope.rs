@@ -116,7 +116,10 @@ pub fn parse_envelope(
 
     // one pass over the body, for the fields the checks read (`wire`); checked below, in
     // the contract's order
-    let top: Top = serde_json::from_slice(body).map_err(|_| EnvelopeError::NotJson)?;
+    let top: Top = match wire::scan(body) {
+        Some(top) => top,
+        None => serde_json::from_slice(body).map_err(|_| EnvelopeError::NotJson)?,
+    };
 
     let event_id = required_str(&top.event_id, "event_id")?;
     if !is_valid_event_id(event_id) {
