@@ -218,6 +218,30 @@ pub(super) fn scan(body: &[u8]) -> Option<Top<'_>> {
     (s.i == body.len()).then_some(t)
 }
 
+/// Where a string's plain run from `i` ends: the first `"`, `\\` or control character, or the
+/// end of the body. Eight bytes at a time where none of the eight is one (as serde_json's own
+/// `skip_to_escape` does): a byte at a time, a 16 KB body took ten times serde_json's time.
+fn plain_run_end(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // a byte of `x` below `n` (n <= 0x80) sets the high bit of its lane in the result
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let ends = below(w ^ (ONES * u64::from(b'"')), 1)
+            | below(w ^ (ONES * u64::from(b'\\')), 1)
+            | below(w, 0x20);
+        if ends != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while i < b.len() && !matches!(b[i], b'"' | b'\\' | 0..=0x1f) {
+        i += 1;
+    }
+    i
+}
+
 /// Object nesting the scanner reads fields through; deeper, serde_json decides (its own
 /// limit is 128).
 const DEPTH: usize = 16;
@@ -313,16 +337,9 @@ impl<'a> Scanner<'a> {
     /// escape: valid UTF-8, no control character.
     fn plain_str(&mut self) -> Option<&'a str> {
         let start = self.i;
-        loop {
-            match self.peek()? {
-                b'"' => break,
-                b'\\' | 0..=0x1f => return None,
-                _ => self.i += 1,
-            }
-        }
-        let s = std::str::from_utf8(&self.b[start..self.i]).ok()?;
-        self.i += 1;
-        Some(s)
+        self.i = plain_run_end(self.b, start);
+        self.eat(b'"')?;
+        std::str::from_utf8(&self.b[start..self.i - 1]).ok()
     }
 
     /// A number in a field read, with up to 18 digits before any `.` (within `i64`, and no
@@ -450,6 +467,7 @@ impl<'a> Scanner<'a> {
     /// `\u` for its four hex digits only), control characters refused, UTF-8 not checked.
     fn skip_str(&mut self) -> Option<()> {
         loop {
+            self.i = plain_run_end(self.b, self.i);
             match self.peek()? {
                 b'"' => {
                     self.i += 1;
@@ -469,8 +487,7 @@ impl<'a> Scanner<'a> {
                         _ => return None,
                     }
                 }
-                0..=0x1f => return None,
-                _ => self.i += 1,
+                _ => return None,
             }
         }
     }
@@ -645,6 +662,25 @@ mod tests {
                 .prop_map(|(m, s, t)| format!("{s}{{{m}}}{t}"));
             prop_oneof![1 => any, 3 => with_data]
         })
+    }
+
+    proptest! {
+        /// Eight bytes at a time finds the byte a byte at a time finds.
+        #[test]
+        fn a_plain_run_ends_where_its_first_end_byte_is(
+            bytes in prop::collection::vec(prop_oneof![
+                4 => 0x20u8..=0xff,
+                1 => prop::sample::select(vec![b'"', b'\\', 0x00, 0x1f, 0x20, 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc]),
+            ], 0..80),
+            from in 0usize..80,
+        ) {
+            let from = from.min(bytes.len());
+            let naive = bytes[from..]
+                .iter()
+                .position(|b| matches!(b, b'"' | b'\\' | 0..=0x1f))
+                .map_or(bytes.len(), |at| from + at);
+            prop_assert_eq!(plain_run_end(&bytes, from), naive);
+        }
     }
 
     proptest! {
