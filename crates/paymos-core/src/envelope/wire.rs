@@ -15,7 +15,7 @@
 //! would refuse) it gives up and serde_json decides, so both readers accept the same bodies
 //! and read them the same (property-tested against serde_json alone). It spares a fresh
 //! isolate's first delivery the compile of serde_json's deserializer, and every delivery its
-//! two parses' generic code (bench/README.md, "The envelope scanned").
+//! two parses' generic code (bench/README.md, "JSON text by bytes; the envelope scanned").
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
