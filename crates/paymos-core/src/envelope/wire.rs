@@ -318,19 +318,19 @@ impl<'a> Scanner<'a> {
                 self.skip()?;
                 Field::Other
             }
-            b'n' => self.word(b"null", Field::Null)?,
-            b't' => self.word(b"true", Field::Bool(true))?,
-            b'f' => self.word(b"false", Field::Bool(false))?,
+            b'n' => self.literal(b"null").map(|()| Field::Null)?,
+            b't' => self.literal(b"true").map(|()| Field::Bool(true))?,
+            b'f' => self.literal(b"false").map(|()| Field::Bool(false))?,
             b'-' | b'0'..=b'9' => self.number()?,
             _ => return None,
         })
     }
 
-    fn word(&mut self, word: &[u8], field: Field<'a>) -> Option<Field<'a>> {
-        self.b[self.i..].starts_with(word).then(|| {
-            self.i += word.len();
-            field
-        })
+    /// `null`, `true` or `false`.
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        self.b[self.i..]
+            .starts_with(word)
+            .then(|| self.i += word.len())
     }
 
     /// A string after its `"`, up to its closing `"`, as serde_json reads it where it has no
@@ -347,21 +347,22 @@ impl<'a> Scanner<'a> {
     /// `Other`; anything else to serde_json (`-0` is a float there, an exponent can be out of
     /// its range).
     fn number(&mut self) -> Option<Field<'a>> {
-        let negative = self.eat(b'-').is_some();
         let start = self.i;
-        self.integer_digits()?;
-        let digits = &self.b[start..self.i];
-        if digits.len() > 18 {
+        self.skip_number()?;
+        let text = &self.b[start..self.i];
+        let (negative, unsigned) = match text.strip_prefix(b"-") {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let digits = unsigned.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits > 18 || unsigned.iter().any(|b| matches!(b, b'e' | b'E')) {
             return None;
         }
-        if self.eat(b'.').is_some() {
-            self.digits()?;
-            return (!matches!(self.peek(), Some(b'e' | b'E'))).then_some(Field::Other);
+        if digits < unsigned.len() {
+            // a `.` and its digits
+            return Some(Field::Other);
         }
-        if matches!(self.peek(), Some(b'e' | b'E')) {
-            return None;
-        }
-        let n = digits
+        let n = unsigned
             .iter()
             .fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
         match (negative, n) {
@@ -396,6 +397,7 @@ impl<'a> Scanner<'a> {
     /// with their escapes, not decoded; numbers by their grammar alone): an explicit stack of
     /// the arrays and objects it is in.
     fn skip(&mut self) -> Option<()> {
+        // the closing byte of each container the value is in, innermost last
         let mut open: Vec<u8> = Vec::new();
         loop {
             // a value
@@ -405,41 +407,35 @@ impl<'a> Scanner<'a> {
                     self.skip_str()?;
                 }
                 b'{' | b'[' => {
-                    open.push(self.b[self.i]);
+                    let close = if self.b[self.i] == b'{' { b'}' } else { b']' };
                     self.i += 1;
                     self.space();
-                    let close = if open.last() == Some(&b'{') {
-                        b'}'
-                    } else {
-                        b']'
-                    };
                     if self.eat(close).is_none() {
+                        open.push(close);
                         if close == b'}' {
                             self.key()?;
                         }
                         self.space();
                         continue;
                     }
-                    open.pop();
                 }
-                b'n' => self.word(b"null", Field::Null).map(drop)?,
-                b't' => self.word(b"true", Field::Null).map(drop)?,
-                b'f' => self.word(b"false", Field::Null).map(drop)?,
+                b'n' => self.literal(b"null")?,
+                b't' => self.literal(b"true")?,
+                b'f' => self.literal(b"false")?,
                 b'-' | b'0'..=b'9' => self.skip_number()?,
                 _ => return None,
             }
             // what follows it: the next member, or the end of the containers it closes
             loop {
-                let Some(&frame) = open.last() else {
+                let Some(&close) = open.last() else {
                     return Some(());
                 };
                 self.space();
-                let close = if frame == b'{' { b'}' } else { b']' };
                 match self.peek()? {
                     b',' => {
                         self.i += 1;
                         self.space();
-                        if frame == b'{' {
+                        if close == b'}' {
                             self.key()?;
                             self.space();
                         }

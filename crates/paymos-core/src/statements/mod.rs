@@ -90,8 +90,8 @@ pub fn push_json_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Lowercase hex digits, as serde_json writes `\u00XX` and as tokens are written.
-pub const HEX: &[u8; 16] = b"0123456789abcdef";
+/// Lowercase hex digits, as serde_json writes `\u00XX`.
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// A statement with its arguments, ready for D1 or SQLite.
 #[derive(Debug, Clone, PartialEq)]
