@@ -114,7 +114,23 @@ async function insertRow({ eventId, resourceId, type, body, processedAt = null, 
 
 const rowIds = () => page.locator("#delivery-rows tr[data-event-id]").evaluateAll((trs) => trs.map((t) => t.dataset.eventId));
 const summary = () => page.locator("#list-summary").textContent();
-const shot = (name, fullPage = false) => page.screenshot({ path: path.join(ARTIFACTS, name), fullPage });
+/**
+ * A screenshot for the artifacts. Headless Chromium now and then never delivers the frame a
+ * capture waits for (after a resize, or once another tab has closed, on a loaded machine), and
+ * the capture then hangs until its timeout; a second capture asks for a fresh frame. So: bring
+ * the page to the front, and try up to three times, 15 s each, before failing the test.
+ */
+async function shot(name, fullPage = false) {
+  for (let attempt = 1; ; attempt++) {
+    await page.bringToFront();
+    try {
+      return await page.screenshot({ path: path.join(ARTIFACTS, name), fullPage, timeout: 15000 });
+    } catch (e) {
+      if (e.name !== "TimeoutError" || attempt === 3) throw e;
+      console.log(`# screenshot ${name}: capture timed out (attempt ${attempt}), trying again`);
+    }
+  }
+}
 
 /** Elements sticking out past the right edge of the viewport (for assertion messages). */
 async function overflowing() {
@@ -400,6 +416,7 @@ test("with ADMIN_TOKEN unset (empty) the whole admin surface is off: the page, i
     assert.equal(await offPage.isVisible("#app"), false);
   } finally {
     await offPage.close();
+    await page.bringToFront();
     await off.close();
   }
 });
@@ -1121,6 +1138,7 @@ test("bulk replay of 650 dead deliveries follows next_cursor, 300 per call, show
     assert.equal((await small.db.prepare("SELECT count(*) AS n FROM effect WHERE kind = 'fulfilment'").first()).n, N);
   } finally {
     await p2.close();
+    await page.bringToFront();
     await small.close();
   }
 });

@@ -128,7 +128,7 @@ export async function startWorker({ vars = {}, persistDir, port: fixedPort, logL
     throw e;
   }
   const url = ready.toString().replace(/\/$/, "");
-  const db = await mf.getD1Database("DB");
+  const db = retryingReads(await mf.getD1Database("DB"));
   return {
     url,
     mf,
@@ -155,6 +155,42 @@ export async function startWorker({ vars = {}, persistDir, port: fixedPort, logL
 }
 
 /** Polls `fn` until it returns a truthy value or `ms` pass (then throws with `what`). */
+/**
+ * Miniflare's D1 proxy makes its synchronous calls (`prepare`, `bind`) through a helper thread;
+ * on a loaded machine that call now and then fails on Miniflare's own
+ * `assert(message?.id === id)` (no reply was posted), which is the harness, not the receiver.
+ * A read is safe to ask again, so a statement that only reads (SELECT, WITH, EXPLAIN, PRAGMA)
+ * is prepared, bound and run anew up to three times on that one error. Writes and batches go
+ * straight through: asking them twice could write twice.
+ */
+function retryingReads(db) {
+  const READ = /^\s*(SELECT|WITH|EXPLAIN|PRAGMA)\b/i;
+  const proxyRace = (e) => e?.code === "ERR_ASSERTION" && /message\?\.id === id/.test(String(e.message));
+  const statement = (sql, args) => {
+    const call =
+      (method) =>
+      async (...a) => {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            const s = db.prepare(sql);
+            return await (args ? s.bind(...args) : s)[method](...a);
+          } catch (e) {
+            if (!proxyRace(e) || attempt === 3) throw e;
+            console.log(`# Miniflare's D1 proxy missed a reply (attempt ${attempt}); reading again`);
+          }
+        }
+      };
+    return { bind: (...b) => statement(sql, b), first: call("first"), all: call("all"), raw: call("raw"), run: call("run") };
+  };
+  return new Proxy(db, {
+    get(target, key) {
+      if (key === "prepare") return (sql) => (READ.test(sql) ? statement(sql, null) : target.prepare(sql));
+      const value = Reflect.get(target, key);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
 export async function eventually(what, fn, ms = 20000, every = 100) {
   const deadline = Date.now() + ms;
   let last;
