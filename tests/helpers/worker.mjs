@@ -154,7 +154,6 @@ export async function startWorker({ vars = {}, persistDir, port: fixedPort, logL
   };
 }
 
-/** Polls `fn` until it returns a truthy value or `ms` pass (then throws with `what`). */
 /**
  * Miniflare's D1 proxy makes its synchronous calls (`prepare`, `bind`) through a helper thread;
  * on a loaded machine that call now and then fails on Miniflare's own
@@ -165,7 +164,8 @@ export async function startWorker({ vars = {}, persistDir, port: fixedPort, logL
  */
 function retryingReads(db) {
   const READ = /^\s*(SELECT|WITH|EXPLAIN|PRAGMA)\b/i;
-  const proxyRace = (e) => e?.code === "ERR_ASSERTION" && /message\?\.id === id/.test(String(e.message));
+  const proxyRace = (e) =>
+    e?.code === "ERR_ASSERTION" && (/message\?\.id === id/.test(String(e.message)) || /SynchronousFetcher/.test(String(e.stack)));
   const statement = (sql, args) => {
     const call =
       (method) =>
@@ -191,6 +191,7 @@ function retryingReads(db) {
   });
 }
 
+/** Polls `fn` until it returns a truthy value or `ms` pass (then throws with `what`). */
 export async function eventually(what, fn, ms = 20000, every = 100) {
   const deadline = Date.now() + ms;
   let last;
