@@ -14,7 +14,7 @@ import http from "node:http";
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { chromium } from "playwright-core";
-import { startWorker, eventually, ADMIN_TOKEN, ROOT } from "./helpers/worker.mjs";
+import { startWorker, eventually, retryOn, ADMIN_TOKEN, ROOT } from "./helpers/worker.mjs";
 import { deliver, envelope, randomId, admin } from "./helpers/paymos.mjs";
 import { AUD, EMAIL, newKey, startJwksStub, claims, mint } from "./helpers/access.mjs";
 
@@ -118,19 +118,14 @@ const summary = () => page.locator("#list-summary").textContent();
  * A screenshot for the artifacts. Headless Chromium now and then never delivers the frame a
  * capture waits for (after a resize, or once another tab has closed, on a loaded machine), and
  * the capture then hangs until its timeout; a second capture asks for a fresh frame. So: bring
- * the page to the front, and try up to three times, 15 s each, before failing the test.
+ * the page to the front before each capture, and try up to three times, 15 s each, before
+ * failing the test.
  */
-async function shot(name, fullPage = false) {
-  for (let attempt = 1; ; attempt++) {
+const shot = (name, fullPage = false) =>
+  retryOn(`screenshot ${name}: capture timed out`, (e) => e.name === "TimeoutError", async () => {
     await page.bringToFront();
-    try {
-      return await page.screenshot({ path: path.join(ARTIFACTS, name), fullPage, timeout: 15000 });
-    } catch (e) {
-      if (e.name !== "TimeoutError" || attempt === 3) throw e;
-      console.log(`# screenshot ${name}: capture timed out (attempt ${attempt}), trying again`);
-    }
-  }
-}
+    return page.screenshot({ path: path.join(ARTIFACTS, name), fullPage, timeout: 15000 });
+  });
 
 /** Elements sticking out past the right edge of the viewport (for assertion messages). */
 async function overflowing() {
@@ -416,7 +411,6 @@ test("with ADMIN_TOKEN unset (empty) the whole admin surface is off: the page, i
     assert.equal(await offPage.isVisible("#app"), false);
   } finally {
     await offPage.close();
-    await page.bringToFront();
     await off.close();
   }
 });
@@ -1138,7 +1132,6 @@ test("bulk replay of 650 dead deliveries follows next_cursor, 300 per call, show
     assert.equal((await small.db.prepare("SELECT count(*) AS n FROM effect WHERE kind = 'fulfilment'").first()).n, N);
   } finally {
     await p2.close();
-    await page.bringToFront();
     await small.close();
   }
 });

@@ -169,17 +169,11 @@ function retryingReads(db) {
   const statement = (sql, args) => {
     const call =
       (method) =>
-      async (...a) => {
-        for (let attempt = 1; ; attempt++) {
-          try {
-            const s = db.prepare(sql);
-            return await (args ? s.bind(...args) : s)[method](...a);
-          } catch (e) {
-            if (!proxyRace(e) || attempt === 3) throw e;
-            console.log(`# Miniflare's D1 proxy missed a reply (attempt ${attempt}); reading again`);
-          }
-        }
-      };
+      (...a) =>
+        retryOn("Miniflare's D1 proxy missed a reply", proxyRace, () => {
+          const s = db.prepare(sql);
+          return (args ? s.bind(...args) : s)[method](...a);
+        });
     return { bind: (...b) => statement(sql, b), first: call("first"), all: call("all"), raw: call("raw"), run: call("run") };
   };
   return new Proxy(db, {
@@ -189,6 +183,21 @@ function retryingReads(db) {
       return typeof value === "function" ? value.bind(target) : value;
     },
   });
+}
+
+/**
+ * Runs `fn` again, up to `times` in all, when what it throws is `transient(error)` (saying
+ * `what` happened on each retry); any other error, or the last one, is thrown.
+ */
+export async function retryOn(what, transient, fn, times = 3) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (!transient(e) || attempt === times) throw e;
+      console.log(`# ${what} (attempt ${attempt}); trying again`);
+    }
+  }
 }
 
 /** Polls `fn` until it returns a truthy value or `ms` pass (then throws with `what`). */
