@@ -34,8 +34,9 @@ export async function freePort() {
  *
  * Asked again when Miniflare's local D1 fails one of its own asserts (`false == true`, seen
  * once in CI, in 0014: most likely the only assert of its D1 object, on the `SELECT
- * total_changes()` it reads around each statement). wrangler runs each migration with its `d1_migrations` row as one batch, one
- * transaction, so the failed one left nothing behind and the next attempt starts from it.
+ * total_changes()` it reads around each statement). wrangler runs each migration with its
+ * `d1_migrations` row as one batch, one transaction, so the failed one left nothing behind
+ * and the next attempt starts from it.
  */
 export async function migrate(dir) {
   const simulatorAssert = (e) => /Migration \S+ failed with the following errors[\s\S]*false == true/.test(String(e?.message));
