@@ -64,6 +64,7 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
         livemode_mismatches_recent: f.livemode_mismatches_recent,
         livemode_mark: f.livemode_mark,
         signature_refusals_recent: snap.signature_refusals_burst,
+        signature_refusals_total: snap.signature_refusals_total(),
         signature_burst: config::signature_burst(env),
         storage: Some(snap.archive.storage_facts()),
     };

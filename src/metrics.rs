@@ -90,6 +90,15 @@ pub async fn snapshot(env: &Env, db: &D1Database) -> AppResult<Snapshot> {
 }
 
 impl Snapshot {
+    /// Refused signatures (401) since the beginning: the `signature_refusals` alert's mark.
+    pub fn signature_refusals_total(&self) -> i64 {
+        let refused = self.refused_total.iter();
+        refused
+            .filter(|((status, _), _)| status == "401")
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// The last reconciliation as alerts read it.
     pub fn reconciliation_facts(&self) -> Option<ReconciliationFacts> {
         let r = self.reconciliation.as_ref()?;

@@ -307,6 +307,28 @@ test("alerts: each kind opens, is sent once (Python verifies it), is not re-sent
     assert.equal(resent[1].json.count, 2);
     assert.equal((await admin(w.url, "POST", "/alerts/alt_nosuch/ack")).status, 404);
 
+    // a new burst reopens an acknowledged signature_refusals alert: a burst's worth of refusals
+    // (5 here) past what the acknowledgement covered (6), not one more
+    const burst = alerts.find((x) => x.kind === "signature_refusals");
+    assert.equal((await admin(w.url, "POST", `/alerts/${burst.id}/ack`)).status, 200);
+    const refuse = async (n) => {
+      for (let i = 0; i < n; i++) assert.equal((await badSignature(w.url, envelope("invoice.paid", randomId("inv_")))).status, 401);
+    };
+    await refuse(4);
+    await w.scheduled();
+    const calm = (await admin(w.url, "GET", "/alerts")).json.data.find((x) => x.id === burst.id);
+    assert.equal(calm.state, "acknowledged", "4 more refusals: not a new burst");
+    assert.equal(calm.count, 10);
+    assert.equal(hook.requests.filter((r) => r.json.id === burst.id).length, 1);
+    await refuse(1);
+    await w.scheduled();
+    const again = (await admin(w.url, "GET", "/alerts")).json.data.find((x) => x.id === burst.id);
+    assert.equal(again.state, "open", "a burst's worth past the acknowledgement reopens it");
+    assert.equal(again.reopens, 1);
+    const burstSends = hook.requests.filter((r) => r.json.id === burst.id);
+    assert.equal(burstSends.length, 2, "and sends it again");
+    assert.equal(burstSends[1].json.count, 11);
+
     // resolved when the condition no longer holds
     await w.db.prepare("DELETE FROM webhook_delivery WHERE event_id IN (?, ?)").bind(deadEnv.event_id, deadToo.event_id).run();
     await w.scheduled();

@@ -9,13 +9,15 @@
 //!   went dead (unix ms). Another one going dead (a new one, or a replayed one dying again)
 //!   is later; dismissing one never makes the mark grow.
 //! - `livemode_mismatch`: when the newest mismatched delivery was received (unix ms).
-//! - `reconciliation`: the number of findings. A daily run reports the same missing invoice
-//!   for 7 days (interface §6): an acknowledgement covers those, and a run that finds more
-//!   reopens it.
-//! - none for `deliveries_backlog`, `effects_backlog` and `signature_refusals`: a backlog or
-//!   a burst is one condition while it lasts (a burst that stops for the 15-minute window
-//!   resolves, and the next one opens a new alert); acknowledged, they stay silent until
-//!   they resolve.
+//! - `reconciliation`: the number of findings (0 for a run that only failed or was
+//!   truncated). A daily run reports the same missing invoice for 7 days (interface §6): an
+//!   acknowledgement covers those, and a run that finds more reopens it, the first finding
+//!   after an acknowledged "provider unreachable" among them.
+//! - `signature_refusals`: the running total of refused signatures. A new burst is another
+//!   burst's worth of them (`ALERT_SIGNATURE_REFUSALS`) since the acknowledgement, while the
+//!   condition holds: the alert's [`Observation::step`]. One more refusal is not a burst.
+//! - none for `deliveries_backlog`, `effects_backlog` and `database_size`: one condition while
+//!   it lasts; acknowledged, they stay silent until they resolve.
 //!
 //! `database_unavailable` is decided without D1 ([`database_unavailable`]): the cron that
 //! cannot read D1 cannot keep an alert there either.
@@ -151,6 +153,8 @@ pub struct Facts {
     /// When the newest livemode mismatch was received (unix ms).
     pub livemode_mark: Option<i64>,
     pub signature_refusals_recent: i64,
+    /// Refused signatures since the beginning: the `signature_refusals` alert's mark.
+    pub signature_refusals_total: i64,
     pub signature_burst: i64,
     pub storage: Option<StorageFacts>,
 }
@@ -173,6 +177,9 @@ pub struct Observation {
     pub count: i64,
     /// Its newest instance (see the module's doc); `None`: a condition without instances.
     pub mark: Option<i64>,
+    /// How far past the acknowledged mark a new instance lies: 1 where the mark is a time or
+    /// a number of findings; a burst's size where it is the running total of refusals.
+    pub step: i64,
     pub summary: String,
 }
 
@@ -184,6 +191,7 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
             kind,
             count,
             mark,
+            step: 1,
             summary,
         })
     };
@@ -244,7 +252,7 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
         // finish in one invocation included (interface §6: it reports `truncated`, `ok: false`
         // until the cron's continuations finish it; the alert resolves when a run is ok)
         if !r.ok {
-            let count = (r.missing + r.doubled + r.unprocessed).max(1);
+            let findings = r.missing + r.doubled + r.unprocessed;
             let mut summary = format!(
                 "reconciliation {}: {} missing, {} doubled, {} unprocessed",
                 r.state, r.missing, r.doubled, r.unprocessed
@@ -255,7 +263,14 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
             if let Some(e) = &r.error {
                 summary.push_str(&format!(" ({e})"));
             }
-            push(AlertKind::Reconciliation, count, Some(count), summary);
+            // counted as one at least; marked by its findings, so that the first one after
+            // an acknowledged failure (provider unreachable, truncated) is new
+            push(
+                AlertKind::Reconciliation,
+                findings.max(1),
+                Some(findings),
+                summary,
+            );
         }
     }
     if f.livemode_mismatches_recent > 0 {
@@ -300,16 +315,19 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
             );
         }
     }
-    if f.signature_refusals_recent >= f.signature_burst.max(1) {
+    let burst = f.signature_burst.max(1);
+    if f.signature_refusals_recent >= burst {
         push(
             AlertKind::SignatureRefusals,
             f.signature_refusals_recent,
-            None,
+            Some(f.signature_refusals_total),
             format!(
                 "{} requests refused for their signature in 15 min: a secret rotated on one side only?",
                 f.signature_refusals_recent
             ),
         );
+        // a new burst is a burst's worth of refusals past the acknowledgement, not one more
+        out.last_mut().expect("just pushed").step = burst;
     }
     out
 }
@@ -351,7 +369,9 @@ pub fn decide(observed: Option<&Observation>, kept: Option<&Kept>, now: i64) -> 
         // the condition on /admin); a newer instance than the acknowledgement covered reopens
         // it (interface §9, amended). A later occurrence, after it resolved, opens a new alert.
         (Some(o), Some(k)) if k.acknowledged => match (o.mark, k.acked_mark) {
-            (Some(mark), Some(acked)) if mark > acked => Action::Reopen,
+            (Some(mark), Some(acked)) if mark >= acked.saturating_add(o.step.max(1)) => {
+                Action::Reopen
+            }
             _ => Action::Update { send: false },
         },
         (Some(_), Some(k)) => Action::Update {
@@ -370,6 +390,7 @@ pub fn database_unavailable(since: i64, count: i64, error: &str) -> Observation 
         kind: AlertKind::DatabaseUnavailable,
         count,
         mark: None,
+        step: 1,
         summary: format!(
             "the cron could not read D1 ({error}) since {} UTC: deliveries are refused with 503 \
              while it lasts (the sender retries), and no other alert can be evaluated",
@@ -399,6 +420,7 @@ mod tests {
             kind,
             count,
             mark: None,
+            step: 1,
             summary: String::new(),
         }
     }
@@ -636,6 +658,56 @@ mod tests {
                 NOW
             ),
             Action::Update { send: false }
+        );
+    }
+
+    #[test]
+    fn a_new_burst_and_a_first_finding_reopen() {
+        let facts = |recent, total| Facts {
+            signature_refusals_recent: recent,
+            signature_refusals_total: total,
+            signature_burst: 20,
+            ..Facts::default()
+        };
+        let seen = |f: &Facts| observe(f).into_iter().next().expect("a burst");
+        let acked = |mark| Kept {
+            acknowledged: true,
+            sent_at: Some(NOW),
+            acked_mark: Some(mark),
+        };
+        // acknowledged at 26 refused in all; refusals go on
+        let k = acked(seen(&facts(26, 26)).mark.expect("marked by the total"));
+        assert_eq!(
+            decide(Some(&seen(&facts(30, 45))), Some(&k), NOW),
+            Action::Update { send: false },
+            "19 more: not yet a burst"
+        );
+        assert_eq!(
+            decide(Some(&seen(&facts(30, 46))), Some(&k), NOW),
+            Action::Reopen,
+            "a burst's worth (20) past the acknowledgement"
+        );
+        // reconciliation: acknowledged while the provider was unreachable (no findings); the
+        // next run finds a missing invoice: new
+        let recon = |state: &str, missing| Facts {
+            reconciliation: Some(ReconciliationFacts {
+                state: state.into(),
+                missing,
+                ..Default::default()
+            }),
+            signature_burst: 20,
+            ..Facts::default()
+        };
+        let failed = seen(&recon("failed", 0));
+        assert_eq!((failed.count, failed.mark), (1, Some(0)));
+        let k = acked(failed.mark.unwrap());
+        assert_eq!(
+            decide(Some(&seen(&recon("failed", 0))), Some(&k), NOW),
+            Action::Update { send: false }
+        );
+        assert_eq!(
+            decide(Some(&seen(&recon("done", 1))), Some(&k), NOW),
+            Action::Reopen
         );
     }
 
