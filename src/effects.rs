@@ -20,6 +20,7 @@ use paymos_core::statements::{self as st, Arg, Bound};
 use std::time::Duration;
 use worker::{
     AbortController, D1Database, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
+    RequestRedirect,
 };
 
 /// Sends what a committed transaction released; a failed send is logged and left to the
@@ -130,9 +131,13 @@ pub async fn post_signed(
         set(&headers, name, &value)?;
     }
     let mut init = RequestInit::new();
+    // a redirect is an answer, not a 2xx: followed, a 302 turned the signed POST into a GET
+    // whose 200 marked the effect delivered, and a 307 re-sent it, signed, wherever the
+    // Location said (another host, or plain http)
     init.with_method(Method::Post)
         .with_headers(headers)
-        .with_body(Some(body.into()));
+        .with_body(Some(body.into()))
+        .with_redirect(RequestRedirect::Manual);
     let request = Request::new_with_init(&endpoint.url, &init)
         .map_err(|e| PostError::Request(e.to_string()))?;
     let controller = AbortController::default();

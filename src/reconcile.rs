@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use worker::{
     AbortController, D1Database, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
+    RequestRedirect,
 };
 
 pub use paymos_core::actors::reconcile::Start;
@@ -65,7 +66,10 @@ impl Provider {
             .set("Authorization", &auth)
             .map_err(|e| e.to_string())?;
         let mut init = RequestInit::new();
-        init.with_method(Method::Get).with_headers(headers);
+        // not followed: the API key goes to PAYMOS_API_BASE and nowhere a Location points
+        init.with_method(Method::Get)
+            .with_headers(headers)
+            .with_redirect(RequestRedirect::Manual);
         let request = Request::new_with_init(&url, &init).map_err(|e| e.to_string())?;
         let controller = AbortController::default();
         let signal = controller.signal();

@@ -18,8 +18,14 @@ const SECRET = `whsec_${KEY.toString("base64")}`;
 
 /** A verifying order system: Standard Webhooks rules, written here from the spec. */
 function orderSystem() {
-  const state = { received: [], shipped: new Map(), bad: [], mode: "ok", failNext: 0, hang: false };
+  const state = { received: [], shipped: new Map(), bad: [], mode: "ok", failNext: 0, hang: false, redirect: 0, elsewhere: [] };
   const server = createServer((req, res) => {
+    // where a redirect points: it takes anything, and ships nothing
+    if (req.url.startsWith("/elsewhere")) {
+      state.elsewhere.push({ method: req.method, id: req.headers["webhook-id"] });
+      req.resume();
+      return res.writeHead(200).end('{"ok":true}');
+    }
     let chunks = [];
     req.on("data", (c) => chunks.push(c));
     req.on("end", () => {
@@ -41,6 +47,10 @@ function orderSystem() {
         return res.writeHead(401).end();
       }
       if (state.hang) return; // never answers
+      if (state.redirect > 0) {
+        state.redirect -= 1;
+        return res.writeHead(state.redirect % 2 ? 302 : 307, { location: "/elsewhere" }).end();
+      }
       if (state.failNext > 0) {
         state.failNext -= 1;
         if (state.failNext % 2 === 0) return req.socket.destroy(); // refused mid-way
@@ -138,6 +148,27 @@ test("the order system refusing, failing and hanging for a while, then back: del
   } finally {
     os.state.hang = false;
     os.state.failNext = 0;
+    await w.close();
+  }
+});
+
+test("an order system that answers with a redirect has not taken the effect: not followed, retried, then delivered", async () => {
+  const w = await startWorker({ vars: VARS() });
+  try {
+    os.state.redirect = 4; // 307, 302, 307, 302
+    const inv = randomId("inv_");
+    await deliver(w.url, envelope("invoice.paid", inv));
+    await eventually("the redirects to be used up", () => os.state.redirect === 0, 30000);
+    await eventually(`${inv} shipped`, () => shippedFor(inv).length === 1, 60000);
+    await eventually(`${inv} delivered`, async () => (await effectRows(w, inv))[0].dispatch === "delivered", 30000);
+    assert.deepEqual(os.state.elsewhere, [], "no Location followed: the signed effect went nowhere else");
+    const [row] = await effectRows(w, inv);
+    const requests = os.state.received.filter((r) => r.id === row.effect_id);
+    assert.ok(requests.length >= 5, "four redirects, each a failed attempt, then the 2xx");
+    assert.equal(row.attempts, requests.length, "every request counted as an attempt");
+    assert.ok(w.logs.some((l) => l.stage === "dispatch" && l.outcome === "retry" && /answered 30[27]/.test(l.detail)));
+  } finally {
+    os.state.redirect = 0;
     await w.close();
   }
 });

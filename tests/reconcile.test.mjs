@@ -19,6 +19,11 @@ before(async () => {
   provider = createServer((req, res) => {
     const url = new URL(req.url, "http://x");
     requests.push({ path: url.pathname, query: Object.fromEntries(url.searchParams), auth: req.headers.authorization });
+    // a base that moved: a redirect to the real page (not followed by the receiver)
+    if (url.pathname.startsWith("/moved/")) {
+      res.writeHead(302, { location: `${url.pathname.slice("/moved".length)}${url.search}` }).end();
+      return;
+    }
     if (req.headers.authorization !== `Bearer ${API_KEY}`) {
       res.writeHead(401, { "content-type": "application/json" }).end('{"error":"unauthorized"}');
       return;
@@ -134,6 +139,18 @@ test("the provider failing: 502 provider_api_error, nothing changed", async () =
     const b = await admin(unreachable.url, "POST", "/reconcile");
     assert.equal(b.status, 502);
     assert.equal(b.json.error, "provider_api_error");
+    // a redirect is not followed: the key goes to PAYMOS_API_BASE alone
+    const moved = await startWorker({ vars: { PAYMOS_API_BASE: `${providerUrl}/moved`, PAYMOS_API_KEY: API_KEY } });
+    try {
+      const before = requests.length;
+      const m = await admin(moved.url, "POST", "/reconcile");
+      assert.equal(m.status, 502);
+      assert.equal(m.json.error, "provider_api_error");
+      assert.match(m.json.message, /302/);
+      assert.deepEqual(requests.slice(before).map((r) => r.path), ["/moved/v1/invoices"], "the Location was not asked");
+    } finally {
+      await moved.close();
+    }
     const c = await admin(unconfigured.url, "POST", "/reconcile");
     assert.equal(c.status, 503);
     assert.equal(c.json.error, "reconciliation_not_configured");

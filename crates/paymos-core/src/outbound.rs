@@ -6,6 +6,15 @@
 /// `true` for an `https://` URL with a host, or an `http://` URL whose host is loopback
 /// (`localhost`, `127.0.0.0/8`, `[::1]`).
 pub fn may_carry_credentials(url: &str) -> bool {
+    // fetch's URL parser (WHATWG) reads `\` as `/` and drops tabs and newlines, where `host`
+    // below does not: `http://192.0.2.2\@localhost/` reads as loopback here and goes to
+    // 192.0.2.2. A URL that could be read two ways is refused, not guessed at.
+    if url
+        .bytes()
+        .any(|b| b == b'\\' || b == b' ' || b.is_ascii_control())
+    {
+        return false;
+    }
     if let Some(rest) = url.strip_prefix("https://") {
         return !host(rest).is_empty();
     }
@@ -77,5 +86,13 @@ mod tests {
         assert!(!ok("https://"));
         assert!(!ok(""));
         assert!(!ok("127.0.0.1:8790"));
+        // read by fetch as host 192.0.2.2 (`\` is `/` to it), by a naive split as localhost
+        assert!(!ok("http://192.0.2.2:8790\\@localhost/orders"));
+        assert!(!ok("http://192.0.2.2\\@127.0.0.1/"));
+        assert!(!ok("https://orders.example\\path"));
+        // fetch drops tabs and newlines inside a URL: nothing is read two ways
+        assert!(!ok("http://127.0.0.1\t.evil.example/"));
+        assert!(!ok("http://localhost\n/x"));
+        assert!(!ok("http://local host/"));
     }
 }
