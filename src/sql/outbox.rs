@@ -137,6 +137,11 @@ pub async fn dismiss_effect(
     dismissal(&results, on_record)
 }
 
+/// Pull mode: records what a feed page served (`paymos_core::statements::mark_served`).
+pub async fn mark_served(db: &D1Database, served: Bound<'_>) -> DbResult<()> {
+    super::run(db, served).await
+}
+
 /// The effects feed, oldest first; `limit + 1` rows so the caller knows about a next page.
 pub async fn list_effects(
     db: &D1Database,

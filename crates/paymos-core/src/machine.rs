@@ -391,8 +391,8 @@ pub struct TransitionPlan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Existing {
     pub kind: EffectKind,
-    /// Delivered, or at least one attempt to send it was made, or (pull mode) offered in the
-    /// feed: the order system may hold it.
+    /// Delivered, or at least one attempt to send it was made (in pull mode, the feed served
+    /// it): the order system may hold it.
     pub may_have_reached: bool,
     /// Delivered or cancelled already: nothing left to cancel.
     pub settled: bool,

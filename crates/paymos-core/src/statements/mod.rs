@@ -352,6 +352,7 @@ pub static ALL: &[&Statement] = &[
     &LOAD_EFFECT,
     &CLAIM_EFFECTS,
     &LIST_EFFECTS,
+    &MARK_SERVED,
     &LIST_EFFECTS_BY_DISPATCH,
     &ACQUIRE_LEASE,
     &RELEASE_LEASE,

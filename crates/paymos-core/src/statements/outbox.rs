@@ -1,6 +1,7 @@
 //! The outbox (interface §7): the dispatcher's load, its outcomes, redelivery, the sweeper's claim, the feed.
 
 use super::{Arg, Bound, Statement};
+use crate::rows::EffectRow;
 
 statement!(
     LOAD_EFFECTS_FOR_DISPATCH,
@@ -274,6 +275,32 @@ statement!(
        AND (?3 IS NULL OR e.id > ?3) \
      ORDER BY e.id LIMIT ?4"
 );
+
+statement!(
+    MARK_SERVED,
+    ["effect_ids"],
+    // Pull mode: the feed served these pending effects, so an order system may hold them. That
+    // is their first attempt (interface §3: a refund revokes a fulfilment that "may have been
+    // received", and cancels one never sent without a revocation). Written once per effect, so
+    // an order system that polls the feed costs no write for what it was served before.
+    "UPDATE effect SET attempts = 1 \
+     WHERE effect_id IN (SELECT value FROM json_each(?1)) AND attempts = 0 \
+       AND dispatch = 'pending' AND (kind <> 'fulfilment' OR order_ref IS NOT NULL)"
+);
+
+/// MARK_SERVED for the effects a feed page hands an order system for the first time (pending,
+/// never attempted, not awaiting their order_ref), marking them so in `page` too; `None`
+/// when there are none.
+pub fn mark_served(page: &mut [EffectRow]) -> Option<Bound<'static>> {
+    let mut ids = Vec::new();
+    for e in page.iter_mut() {
+        if e.dispatch == "pending" && e.attempts == 0 && !e.awaiting_order_ref {
+            e.attempts = 1;
+            ids.push(e.id.as_str());
+        }
+    }
+    (!ids.is_empty()).then(|| MARK_SERVED.bind(vec![Arg::json_list(&ids)]))
+}
 
 statement!(
     LIST_EFFECTS_BY_DISPATCH,

@@ -96,15 +96,14 @@ statement!(
         "cause",
         "from_unknown",
         "from",
-        "requires",
-        "pull"
+        "requires"
     ],
     // once per (resource, kind) by the UNIQUE constraint; only if this attempt's write won,
     // from a state that triggers it (checked against the state the guard replaced), and only
     // when the effect it requires exists and may have reached the order system: delivered, or
     // attempted (an attempt is committed before its request starts, so this sees every one
-    // that may be in flight), or, in pull mode (`pull` = 1: no ORDER_SYSTEM_URL), offered in
-    // the feed (pending with its order_ref: an order system may have read it). A revocation
+    // that may be in flight; in pull mode, serving it in the feed counts as one: MARK_SERVED).
+    // A revocation
     // of a fulfilment that can never have left would revoke nothing; that one is cancelled
     // instead (CANCEL_EFFECT). Its outbox id is drawn here, in the transaction that writes
     // it: stable from then on.
@@ -116,8 +115,7 @@ statement!(
        AND ((r.previous_status IS NULL AND ?6 = 1) \
             OR r.previous_status IN (SELECT value FROM json_each(?7))) \
        AND (?8 IS NULL OR EXISTS (SELECT 1 FROM effect x WHERE x.resource_id = r.id AND x.kind = ?8 \
-         AND (x.dispatch = 'delivered' OR x.attempts > 0 \
-              OR (?9 = 1 AND x.dispatch = 'pending' AND x.order_ref IS NOT NULL)))) \
+         AND (x.dispatch = 'delivered' OR x.attempts > 0))) \
      ON CONFLICT (resource_id, kind) DO NOTHING"
 );
 
@@ -261,8 +259,8 @@ pub struct TransitionRequest<'a> {
     pub license_code: Option<&'a str>,
     /// The delivery whose outcome this transaction records, if any.
     pub delivery: Option<&'a str>,
-    /// Pull mode (no `ORDER_SYSTEM_URL`): a pending effect with its order_ref is offered in
-    /// the feed, so an order system may hold it without any attempt having been made.
+    /// Pull mode (no `ORDER_SYSTEM_URL`): nothing is released to the effects queue; the feed
+    /// offers the effects instead.
     pub pull: bool,
     /// The operator of a manual transition (interface §11: its history entry names them);
     /// `None` for a delivery's or reconciliation's.
@@ -321,7 +319,6 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
             Arg::Int(i64::from(e.from_unknown)),
             Arg::json_list(&from),
             Arg::opt(e.requires.map(EffectKind::as_str)),
-            Arg::Int(i64::from(r.pull)),
         ]));
     }
     if let Some(kind) = p.cancels {
