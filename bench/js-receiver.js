@@ -72,7 +72,7 @@ const sql = (env, name) => env.STATEMENTS.statements[name].sql;
 const idBody = (s, prefix) => typeof s === "string" && s.startsWith(prefix) && /^[A-Za-z0-9]{1,64}$/.test(s.slice(prefix.length));
 const isEventId = (s) => idBody(s, "evt_");
 const KINDS = { invoice: "inv_", withdrawal: "wdr_", deposit: "pcd_" };
-const typePart = (s) => /^[a-z0-9_]+$/.test(s);
+const typeWord = /^[A-Za-z0-9_-]+$/;
 
 /** The core's parse_envelope checks, in the same order; an error code or the envelope. */
 function parseEnvelope(text, headerId) {
@@ -93,7 +93,7 @@ function parseEnvelope(text, headerId) {
   if (typeof v.type !== "string" || v.type.length > 128) return { error: "invalid_field" };
   const dot = v.type.indexOf(".");
   const category = v.type.slice(0, dot);
-  if (dot < 0 || !typePart(category) || !typePart(v.type.slice(dot + 1))) return { error: "invalid_field" };
+  if (dot < 0 || !typeWord.test(category) || !v.type.slice(dot + 1).split(".").every((w) => typeWord.test(w))) return { error: "invalid_field" };
   if (v.created == null) return { error: "missing_field" };
   if (!Number.isSafeInteger(v.created)) return { error: "invalid_field" };
   if (v.livemode != null && typeof v.livemode !== "boolean") return { error: "invalid_field" };

@@ -2,7 +2,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startWorker, eventually, SECRET_NEW, SECRET_OLD } from "./helpers/worker.mjs";
-import { deliver, envelope, randomId, sign } from "./helpers/paymos.mjs";
+import { admin, deliver, envelope, randomId, sign } from "./helpers/paymos.mjs";
 
 let w;
 before(async () => {
@@ -271,6 +271,15 @@ test("an unknown event type is stored, acknowledged (200) and recorded as ignore
   const other = envelope("payout.sent", randomId("wdr_"));
   assert.equal((await deliver(w.url, other)).status, 200);
   assert.equal((await processed(other.event_id)).outcome, "ignored");
+  // other shapes a provider may come to send: unknown types all the same, never refused
+  for (const type of ["invoice.paid.v2", "customer.subscription.created", "Invoice.Paid", "invoice.payment-failed"]) {
+    const odd = envelope(type, randomId("inv_"));
+    assert.equal((await deliver(w.url, odd)).status, 200, type);
+    const stored = await processed(odd.event_id);
+    assert.deepEqual([stored.outcome, stored.reason, stored.event_type], ["ignored", "unknown_event_type", type]);
+  }
+  const resource = (await admin(w.url, "GET", `/resources/${env.data.id}`)).status;
+  assert.equal(resource, 404, "an unknown type changes no resource");
 });
 
 test("unknown fields in the envelope are ignored", async () => {
