@@ -8,7 +8,9 @@
 //   worker of this file's own (disposable state), and checks every answer: no 5xx, status codes
 //   and content types documented, bodies matching their schemas, 401 without credentials, 405
 //   with an exact Allow for undocumented methods, schema-violating input refused. A copy of the
-//   document that misdescribes one answer makes it fail: the run checks what it says it does.
+//   document that misdescribes one answer makes it fail: the run checks what it says it does;
+// - answers Schemathesis cannot reach (a replay whose archived body is gone from R2: 502
+//   `archive_failed`) are checked against the document by Python's `jsonschema`.
 //
 // Schemathesis' positive_data_acceptance check (every schema-valid input accepted) is left out
 // on purpose: a cursor is opaque (only what the API gave out is taken back), a transition's
@@ -266,4 +268,69 @@ test("Schemathesis fails the run when the document misdescribes an answer", { ti
   assert.notEqual(code, 0, out.slice(-3000));
   assert.match(out, /Response violates schema/i);
   assert.match(out, /GET \/whoami/);
+});
+
+// An answer checked against the served document by Python's `jsonschema` (Draft 2020-12, as
+// OpenAPI 3.1's schemas are): its status documented for the operation, its body valid against
+// that response's schema (the document's own `$ref`s resolved within it).
+const VALIDATE_ANSWER = `
+import json, sys
+from jsonschema import Draft202012Validator
+doc = json.load(open(sys.argv[1]))
+method, path, status = sys.argv[2], sys.argv[3], sys.argv[4]
+body = json.load(sys.stdin)
+def esc(s): return s.replace("~", "~0").replace("/", "~1").replace("{", "%7B").replace("}", "%7D")
+pointer = f"/paths/{esc(path)}/{method}/responses/{status}"
+response = doc["paths"].get(path, {}).get(method, {}).get("responses", {}).get(status)
+if response is None:
+    sys.exit(f"{method.upper()} {path}: {status} is not documented")
+while "$ref" in response:
+    pointer = response["$ref"][1:]
+    response = doc
+    for part in pointer.split("/")[1:]:
+        response = response[part.replace("~1", "/").replace("~0", "~")]
+root = dict(doc, **{"$ref": f"#{pointer}/content/application~1json/schema"})
+errors = [f"{'/'.join(map(str, e.absolute_path)) or '(body)'}: {e.message}" for e in Draft202012Validator(root).iter_errors(body)]
+if errors:
+    sys.exit("\\n".join(errors))
+print("ok")
+`;
+
+/** Checks `answer` ({status, json}) of `method template` against the served document. */
+async function assertDocumented(method, template, answer) {
+  const child = execFile(path.join(VENV, "python"), ["-c", VALIDATE_ANSWER, servedFile, method.toLowerCase(), template, String(answer.status)]);
+  child.stdin.end(JSON.stringify(answer.json));
+  let out = "";
+  child.stdout.on("data", (c) => (out += c));
+  child.stderr.on("data", (c) => (out += c));
+  const code = await new Promise((resolve) => child.on("close", resolve));
+  assert.equal(code, 0, `${method} ${template} ${answer.status} ${JSON.stringify(answer.json)}: ${out}`);
+}
+
+test("a replay whose archived body cannot be read back answers 502 archive_failed, as the document says", async () => {
+  // last in the file: archiving every processed delivery changes what Schemathesis would meet
+  const e = envelope("invoice.paid", randomId("inv_"));
+  assert.equal((await deliver(w.url, e)).status, 200);
+  await w.processed(e.event_id);
+  const archived = await admin(w.url, "POST", "/archive", { before: new Date().toISOString() });
+  assert.equal(archived.status, 200, JSON.stringify(archived.json));
+  const { archive_key: key } = await w.db.prepare("SELECT archive_key FROM webhook_delivery WHERE event_id = ?").bind(e.event_id).first();
+  assert.ok(key, "the body is in the archive");
+  // its object gone from R2 (an operator's mistake, a lifecycle rule): the body cannot be read back
+  await (await w.mf.getR2Bucket("ARCHIVE")).delete(key);
+
+  const single = await admin(w.url, "POST", `/deliveries/${e.event_id}/replay`);
+  assert.equal(single.status, 502, JSON.stringify(single.json));
+  assert.equal(single.json.error, "archive_failed");
+  assert.match(single.json.message, /is not in the archive/);
+  await assertDocumented("POST", "/deliveries/{event_id}/replay", single);
+
+  const bulk = await admin(w.url, "POST", "/deliveries/replay", { resource_id: e.data.id });
+  assert.equal(bulk.status, 502, JSON.stringify(bulk.json));
+  assert.equal(bulk.json.error, "archive_failed");
+  await assertDocumented("POST", "/deliveries/replay", bulk);
+  // nothing was reset: the row still points to the archive
+  const row = await w.db.prepare("SELECT archive_key, processed_at FROM webhook_delivery WHERE event_id = ?").bind(e.event_id).first();
+  assert.equal(row.archive_key, key);
+  assert.ok(row.processed_at);
 });

@@ -325,6 +325,27 @@ mod tests {
         }
     }
 
+    /// A replay that reads an archived body back (src/archive.rs) can fail on the archive:
+    /// 502 `archive_failed`, and a single replay 409 `archive_busy` when the delivery was
+    /// archived again meanwhile.
+    #[test]
+    fn the_replays_document_the_archives_refusals() {
+        let d = doc();
+        for path in ["/deliveries/{event_id}/replay", "/deliveries/replay"] {
+            let responses = &operation(&d, Method::Post, path)["responses"];
+            assert_eq!(
+                codes(&d, &responses["502"]),
+                ["archive_failed".to_string()].into(),
+                "{path}"
+            );
+        }
+        let single = &operation(&d, Method::Post, "/deliveries/{event_id}/replay")["responses"];
+        assert_eq!(
+            codes(&d, &single["409"]),
+            ["archive_busy".to_string()].into()
+        );
+    }
+
     #[test]
     fn the_audit_words_are_the_cores() {
         let d = doc();
@@ -344,6 +365,11 @@ mod tests {
         let mut filtered = vec![""];
         filtered.extend(&actions);
         assert_eq!(strings(&filter["action"]["enum"]), filtered);
+        // and the operation's description names every one, as recorded
+        let described = op["description"].as_str().unwrap();
+        for a in &actions {
+            assert!(described.contains(&format!("`{a}`")), "/audit: {a}");
+        }
         assert_eq!(
             filter["actor"]["maxLength"],
             crate::admin::audit::MAX_ACTOR_CHARS
