@@ -21,12 +21,13 @@
 //!   carries the cookie, so the header alone does not show that a script sent it.
 //!
 //! The keys: fetched from `{ACCESS_TEAM_DOMAIN}/cdn-cgi/access/certs` on first use and kept
-//! per isolate; fetched again for a `kid` not among them at most once a minute (so a flood of
-//! tokens with made-up kids costs one fetch a minute), after an hour in any case (a key the
-//! team removed stops being trusted), and 5 s after a failed first fetch. Each fetch times
-//! out after 5 s; requests that need keys while a fetch is under way wait for it rather than
-//! start another. A failed refresh keeps the keys already held. Keys that cannot be read at
-//! all are 503 `access_keys_unavailable` (not the token's fault; the client may retry).
+//! per isolate; fetched again for a `kid` not among them, or after a failed fetch, at most
+//! once a minute (interface §11: a flood of tokens with made-up kids, or a team domain that is
+//! down, costs one fetch a minute), and after an hour in any case (a key the team removed
+//! stops being trusted). Each fetch times out after 5 s; requests that need keys while a fetch
+//! is under way wait for it rather than start another. A failed refresh keeps the keys already
+//! held. Keys that cannot be read at all are 401 `access_keys_unavailable`, as every other
+//! failure is (§11).
 
 use crate::error::{AppError, AppResult};
 use crate::{config, log, webcrypto};
@@ -159,9 +160,8 @@ fn is_write(req: &Request) -> bool {
     !matches!(req.inner().method().as_str(), "GET" | "HEAD")
 }
 
-/// Admits an admin request, or answers why not: 404 with the surface off, 401 (or 503 for
-/// keys that cannot be read) with the reason's code, 403 for a cross-site write. See the
-/// module's documentation for the rules.
+/// Admits an admin request, or answers why not: 404 with the surface off, 401 with the
+/// reason's code, 403 for a cross-site write. See the module's documentation for the rules.
 pub async fn admit(req: &Request, env: &Env) -> AppResult<Actor> {
     let token = config::admin_token(env);
     let access = setting(env);
@@ -252,12 +252,11 @@ async fn verify(jwt: &str, config: &AccessConfig) -> Result<TokenActor, AccessEr
 
 /// A fetch of the certs document gives up after this long.
 const FETCH_TIMEOUT_MS: u64 = 5_000;
-/// At most one fetch for an unknown `kid` per this long (interface §11: once a minute).
+/// At most one fetch per this long after the last one, for an unknown `kid` or after a
+/// failure (interface §11: once a minute); the first fetch is at once.
 const REFETCH_INTERVAL_MS: u64 = 60_000;
 /// Keys older than this are fetched again when next used (the old ones kept if that fails).
 const MAX_AGE_MS: u64 = 3_600_000;
-/// After a first fetch that failed (no keys at all), the next one waits this long.
-const RETRY_AFTER_FAILURE_MS: u64 = 5_000;
 /// How often a request waiting for another's fetch looks again.
 const WAIT_STEP_MS: u64 = 25;
 
@@ -326,12 +325,10 @@ fn next_step(config: &AccessConfig, kid: &str, now: u64) -> Step {
         {
             return Step::Wait;
         }
-        let since_last = c.last_fetch.map(|t| now.saturating_sub(t));
-        let may_fetch = match (c.loaded_at, since_last) {
-            (_, None) => true,
-            (None, Some(d)) => d >= RETRY_AFTER_FAILURE_MS,
-            (Some(_), Some(d)) => d >= REFETCH_INTERVAL_MS,
-        };
+        // the first fetch at once; any other (a failed one's retry too) a minute after the last
+        let may_fetch = c
+            .last_fetch
+            .is_none_or(|t| now.saturating_sub(t) >= REFETCH_INTERVAL_MS);
         if !may_fetch {
             return match known {
                 Some(key) => Step::Use(key),

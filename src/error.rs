@@ -18,8 +18,8 @@ pub enum AppError {
     NotFound,
     /// 401 on the admin surface.
     Unauthorized,
-    /// 401: a Cloudflare Access token refused, with the core's code (interface §11); 503 when
-    /// the team's keys could not be read (not the token's fault: retry).
+    /// 401: a Cloudflare Access token refused, with the core's code (interface §11), the team's
+    /// keys that could not be read included (§11: any other failure is 401).
     Access(AccessError),
     /// 403: a mutating admin call that looks cross-site.
     Forbidden(&'static str),
@@ -42,7 +42,6 @@ impl AppError {
     pub fn status(&self) -> u16 {
         match self {
             AppError::Signature(SignatureError::NoSecretsConfigured) => 503,
-            AppError::Access(AccessError::KeysUnavailable(_)) => 503,
             AppError::Signature(_) | AppError::Unauthorized | AppError::Access(_) => 401,
             AppError::Envelope(_) | AppError::BadRequest(..) => 400,
             AppError::PayloadTooLarge => 413,

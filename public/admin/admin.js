@@ -88,6 +88,10 @@
   /** Why an admin API 401 happened, for the sign-in form. */
   function refusal(code, hadToken) {
     if (hadToken) return "The token was not accepted. Sign in again.";
+    // a 401 like every refusal (interface §11), but the team's keys were unreadable, not the session refused
+    if (code === "access_keys_unavailable") {
+      return "Cloudflare Access could not be checked (access_keys_unavailable). Reload to try again, or use the admin token.";
+    }
     if (code && code.startsWith("access_") && code !== "access_token_missing") {
       return `Cloudflare Access did not admit this session (${code}). Reload the page to sign in through Access again, or use the admin token.`;
     }

@@ -46,9 +46,9 @@ pub const COOKIE_NAME: &str = "CF_Authorization";
 pub const HEADER_NAME: &str = "Cf-Access-Jwt-Assertion";
 
 /// Why an Access token was refused. Each has its own code; each is a 401 on the admin API,
-/// but [`AccessError::KeysUnavailable`] (the team's keys could not be read: not the token's
-/// fault, and the client should retry), which the Worker answers 503. Messages never echo the
-/// configured audience or team domain, nor the token.
+/// [`AccessError::KeysUnavailable`] (the team's keys could not be read) too: interface §11
+/// makes every failure 401. Messages never echo the configured audience or team domain, nor
+/// the token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AccessError {
     #[error("no Access token: neither a Cf-Access-Jwt-Assertion header nor a CF_Authorization cookie (nor a bearer token)")]
