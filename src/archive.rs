@@ -646,6 +646,17 @@ async fn read_bodies(
     Ok(out)
 }
 
+/// An archived delivery's body read back from its object (checked as a replay's restore
+/// is), for `GET /deliveries/{event_id}`: it answers for an archived delivery as before
+/// (interface §10). `None` without an `ARCHIVE` binding.
+pub async fn body_of(env: &Env, event_id: &str, key: &str) -> AppResult<Option<String>> {
+    let Some(bucket) = bucket(env) else {
+        return Ok(None);
+    };
+    let mut read = read_bodies(&bucket, &[(event_id.to_string(), key.to_string())]).await?;
+    Ok(read.pop().map(|(_, _, body)| body))
+}
+
 fn restore_statements(restored: &[(String, String, String)]) -> Vec<Bound<'static>> {
     restored
         .iter()

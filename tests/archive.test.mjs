@@ -148,18 +148,31 @@ test("archive, then read back: one object per day, bodies verbatim, bodies out o
     assert.equal(line.outcome, stored.outcome);
     assert.equal(line.received_at, stored.received_at);
     assert.equal(line.resource_id, d.resource_id);
-    // GET answers as before, archived
+    // GET answers as before, archived: its body read back from the object
     const got = await admin(w.url, "GET", `/deliveries/${d.event_id}`);
     assert.equal(got.status, 200);
     assert.equal(got.json.archived, true);
     assert.equal(got.json.archive_key, line.key);
-    assert.equal(got.json.body, null);
+    assert.deepEqual(got.json.body, JSON.parse(d.body));
     assert.equal(got.json.outcome, stored.outcome);
     assert.equal(got.json.event_type, "invoice.paid");
   }
-  // the list shows them too
+  // the list shows them too (without reading bodies back: a page would read many objects)
   const list = await admin(w.url, "GET", `/deliveries?resource_id=${sent[0].resource_id}`);
   assert.equal(list.json.data[0].archived, true);
+  assert.equal(list.json.data[0].body, null);
+  // an object that cannot be read back: the row still answers, its body null, and it is said
+  const bucket = await w.mf.getR2Bucket("ARCHIVE");
+  const lost = old[0];
+  const lostKey = lineOf.get(lost.event_id).key;
+  const saved = await (await bucket.get(lostKey)).arrayBuffer();
+  const meta = (await bucket.head(lostKey)).customMetadata;
+  await bucket.delete(lostKey);
+  const missing = await admin(w.url, "GET", `/deliveries/${lost.event_id}`);
+  assert.deepEqual([missing.status, missing.json.archived, missing.json.body], [200, true, null]);
+  assert.ok(w.logs.some((l) => l.event_id === lost.event_id && l.outcome === "archive_read_failed" && /not in the archive/.test(l.detail)));
+  await bucket.put(lostKey, saved, { customMetadata: meta });
+  assert.deepEqual((await admin(w.url, "GET", `/deliveries/${lost.event_id}`)).json.body, JSON.parse(lost.body));
   // the run is on record
   const run = await w.db.prepare("SELECT * FROM archive_run ORDER BY id DESC LIMIT 1").first();
   assert.equal(run.state, "done");

@@ -32,9 +32,20 @@ pub async fn list(env: &Env, q: &DeliveryQuery) -> AppResult<Response> {
 
 pub async fn get(env: &Env, event_id: &str) -> AppResult<Response> {
     let db = sql::database(env)?;
-    let row = sql::load_delivery(&db, event_id)
+    let mut row = sql::load_delivery(&db, event_id)
         .await?
         .ok_or(AppError::NotFound)?;
+    // archived: its body read back from R2, as a replay would; an object that cannot be read
+    // leaves it null (and says why in the log) rather than hiding the row
+    if let (Some(_), Some(key)) = (&row.archived_at, &row.archive_key) {
+        match crate::archive::body_of(env, event_id, key).await {
+            Ok(body) => row.body = body,
+            Err(e) => {
+                let why = e.message().unwrap_or_else(|| e.code().to_string());
+                crate::log::line("admin", event_id, "archive_read_failed", Some(&why));
+            }
+        }
+    }
     Ok(Response::from_json(&delivery_json(row))?)
 }
 
