@@ -15,10 +15,10 @@
 //!   cookie, must hold a valid Access token; without either the answer is 401
 //!   `access_token_missing` (or `unauthorized` when only the bearer token is configured).
 //! - A write (any method but GET and HEAD) from a request that carries the cookie needs a
-//!   same-origin request (`Sec-Fetch-Site: same-origin`, or without that header an `Origin`
-//!   equal to the request's own), else 403 `cross_site_request`. This holds when the header is
-//!   present too: behind Access, the edge adds the header to every browser request that
-//!   carries the cookie, so the header alone does not show that a script sent it.
+//!   same-origin request (`Sec-Fetch-Site: same-origin`, or an `Origin` equal to the
+//!   request's own: either one, interface §11), else 403 `cross_site_request`. This holds when
+//!   the header is present too: behind Access, the edge adds the header to every browser
+//!   request that carries the cookie, so the header alone does not show that a script sent it.
 //!
 //! The keys: fetched from `{ACCESS_TEAM_DOMAIN}/cdn-cgi/access/certs` on first use and kept
 //! per isolate; fetched again for a `kid` not among them, or after a failed fetch, at most

@@ -3,8 +3,8 @@
 // admits what Access would assert, by the Cf-Access-Jwt-Assertion header or the
 // CF_Authorization cookie; every other token is 401 with its own code; the keys are cached per
 // isolate and fetched again for an unknown kid, or after a failed fetch, at most once a minute;
-// keys that cannot be read are 401 too; cookie writes need a same-origin request; the bearer
-// token keeps working; with neither configured /admin is 404.
+// keys that cannot be read are 401 too; writes admitted by the cookie need a same-origin request;
+// the bearer token keeps working; with neither configured /admin is 404.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startWorker, ADMIN_TOKEN } from "./helpers/worker.mjs";
@@ -151,34 +151,42 @@ test("every other token is 401 with its own code and a message", async () => {
   assert.equal(stub.hits.length, 1, "a refused algorithm or an unknown kid did not fetch the keys again within the minute");
 });
 
-test("writes admitted by the cookie need a same-origin request; the header alone does not", async () => {
+test("writes carrying the cookie need a same-origin request, by either header, the Access header beside it or not; a script's header alone does not", async () => {
   const jwt = await valid();
   const write = (via, headers) => call("/deliveries/replay", { jwt, via, method: "POST", headers, body: { status: "dead", dry_run: true } });
-  for (const [what, headers] of [
+  const refused = [
     ["Sec-Fetch-Site: cross-site", { "sec-fetch-site": "cross-site" }],
-    ["Sec-Fetch-Site: same-site", { "sec-fetch-site": "same-site", origin: "http://127.0.0.1:1" }],
+    ["Sec-Fetch-Site: same-site and another Origin", { "sec-fetch-site": "same-site", origin: "http://127.0.0.1:1" }],
+    ["Sec-Fetch-Site: same-site alone", { "sec-fetch-site": "same-site" }],
     ["another Origin", { origin: "https://evil.example" }],
     ["Origin null", { origin: "null" }],
     ["neither header", {}],
-    ["cross-site despite a matching Origin", { "sec-fetch-site": "cross-site", origin: w.url }],
-  ]) {
+  ];
+  // behind Access the edge adds the header to every browser request that carries the cookie:
+  // the header beside the cookie does not show that a script sent it
+  for (const [what, headers] of refused) {
     for (const via of ["cookie", "both"]) {
       const r = await write(via, headers);
       assert.equal(r.status, 403, `${what} (${via}): ${r.text}`);
       assert.equal(r.json.error, "cross_site_request", what);
     }
   }
+  // §11: `Sec-Fetch-Site: same-origin`, or an Origin equal to the request's own; either is enough
   for (const [what, headers] of [
     ["Sec-Fetch-Site: same-origin", { "sec-fetch-site": "same-origin" }],
     ["Origin equal to the request's", { origin: w.url }],
+    ["Origin equal to the request's beside Sec-Fetch-Site: same-site", { "sec-fetch-site": "same-site", origin: w.url }],
+    ["Origin equal to the request's beside Sec-Fetch-Site: cross-site", { "sec-fetch-site": "cross-site", origin: w.url }],
   ]) {
     const r = await write("cookie", headers);
     assert.equal(r.status, 200, `${what}: ${r.text}`);
     assert.equal(r.json.dry_run, true);
   }
   // a script with a service token sends the header and no cookie: no browser, nothing to forge
-  const script = await write("header", {});
-  assert.equal(script.status, 200, script.text);
+  for (const [what, headers] of refused) {
+    const r = await write("header", headers);
+    assert.equal(r.status, 200, `${what} (header): ${r.text}`);
+  }
   // reads by the cookie are not writes
   assert.equal((await call("/whoami", { jwt, via: "cookie", headers: { "sec-fetch-site": "cross-site" } })).status, 200);
 });

@@ -549,14 +549,11 @@ pub fn origin_of(url: &str) -> Option<String> {
 }
 
 /// Whether a write admitted by the Access cookie comes from this origin's own page (interface
-/// §11). A browser sends `Sec-Fetch-Site` on every request; when it is present it decides
-/// (`same-origin` only: `same-site` is another origin). Without it (an older browser) the
-/// `Origin` header must equal the request's own origin. Neither: refused.
+/// §11): `Sec-Fetch-Site: same-origin` (`same-site` is another origin), or an `Origin` equal to
+/// the request's own; either one is enough, as §11 says. Neither: refused.
 pub fn same_origin_write(sec_fetch_site: Option<&str>, origin: Option<&str>, own: &str) -> bool {
-    match sec_fetch_site.map(str::trim) {
-        Some(site) => site.eq_ignore_ascii_case("same-origin"),
-        None => origin.is_some_and(|o| o.trim().trim_end_matches('/').eq_ignore_ascii_case(own)),
-    }
+    let site = sec_fetch_site.is_some_and(|s| s.trim().eq_ignore_ascii_case("same-origin"));
+    site || origin.is_some_and(|o| o.trim().trim_end_matches('/').eq_ignore_ascii_case(own))
 }
 
 #[cfg(test)]
@@ -1010,8 +1007,20 @@ mod tests {
         assert_eq!(origin_of("/relative"), None);
         let own = "https://ops.example.com";
         assert!(same_origin_write(Some("same-origin"), None, own));
-        assert!(!same_origin_write(Some("same-site"), Some(own), own));
-        assert!(!same_origin_write(Some("cross-site"), Some(own), own));
+        assert!(same_origin_write(
+            Some("same-origin"),
+            Some("https://evil.example"),
+            own
+        ));
+        // either one is enough (§11): a matching Origin beside another Sec-Fetch-Site
+        assert!(same_origin_write(Some("same-site"), Some(own), own));
+        assert!(same_origin_write(Some("cross-site"), Some(own), own));
+        assert!(!same_origin_write(Some("same-site"), None, own));
+        assert!(!same_origin_write(
+            Some("same-site"),
+            Some("https://evil.example"),
+            own
+        ));
         assert!(!same_origin_write(Some("none"), None, own));
         assert!(same_origin_write(
             None,
