@@ -324,6 +324,9 @@ test("a replay whose archived body cannot be read back answers 502 archive_faile
   assert.equal(single.json.error, "archive_failed");
   assert.match(single.json.message, /is not in the archive/);
   await assertDocumented("POST", "/deliveries/{event_id}/replay", single);
+  // an admin write that changed nothing is on record all the same (§11), as failed
+  const [audited] = (await admin(w.url, "GET", "/audit?action=replay&limit=1")).json.data;
+  assert.deepEqual([audited.target, audited.outcome], [e.event_id, "failed"]);
 
   const bulk = await admin(w.url, "POST", "/deliveries/replay", { resource_id: e.data.id });
   assert.equal(bulk.status, 502, JSON.stringify(bulk.json));
