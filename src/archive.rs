@@ -388,13 +388,7 @@ pub async fn admin(env: &Env, a: &Archive, record: &Record) -> AppResult<Respons
         Ok((state, _)) => archive_outcome(state),
         Err(_) => Outcome::Failed,
     };
-    let written = match sql::database(env) {
-        Ok(db) => sql::insert_audit(&db, record, outcome).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = written {
-        log::line("audit", "-", "write_failed", Some(&e.to_string()));
-    }
+    crate::admin::audit::record_after(env, record, outcome).await;
     Ok(Response::from_json(&result?.1)?)
 }
 

@@ -4,7 +4,7 @@
 //! handler of its resource, on D1 and the queues.
 
 mod alerts;
-mod audit;
+pub(crate) mod audit;
 mod auth;
 mod deliveries;
 mod effects;

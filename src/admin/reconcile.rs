@@ -1,7 +1,7 @@
 //! `POST /reconcile` (run it now) and `GET /reconcile` (the latest report).
 
 use crate::error::{AppError, AppResult};
-use crate::{config, reconcile, sql};
+use crate::{config, reconcile};
 use paymos_core::admin::audit::{reconcile_outcome, Outcome, Record};
 use worker::{Env, Response};
 
@@ -29,13 +29,7 @@ pub async fn now(env: &Env, full: bool, record: &Record) -> AppResult<Response> 
         Err(AppError::Conflict(..)) => Outcome::Conflict,
         Err(_) => Outcome::Failed,
     };
-    let written = match sql::database(env) {
-        Ok(db) => sql::insert_audit(&db, record, outcome).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = written {
-        crate::log::line("audit", "-", "write_failed", Some(&e.to_string()));
-    }
+    super::audit::record_after(env, record, outcome).await;
     Ok(Response::from_json(&result?)?)
 }
 

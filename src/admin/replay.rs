@@ -17,7 +17,13 @@ pub async fn one(env: &Env, id: &str, record: &Record) -> AppResult<Response> {
     // an archived body is restored from R2 in the reset's batch (archive.rs)
     let generation = match crate::archive::reset_for_replay(env, &db, id, record).await {
         Ok(g) => g.ok_or(AppError::NotFound)?,
-        Err(e) => return Err(failed(&db, record, e).await),
+        // failed before its batch (the archived body unreadable, or archived again meanwhile):
+        // it changed nothing, and is on record all the same (interface §11: every admin write)
+        Err(e @ (AppError::Archive(_) | AppError::Conflict(..))) => {
+            super::audit::record_after(env, record, Outcome::Failed).await;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
     };
     // the reset row is durable and unprocessed: a failed send is picked up by the sweeper
     let enqueued = queue::enqueue(env, DeliveryMessage::new(id, generation))
@@ -30,18 +36,6 @@ pub async fn one(env: &Env, id: &str, record: &Record) -> AppResult<Response> {
         "enqueued": enqueued,
     }))?
     .with_status(202))
-}
-
-/// A replay that failed before its batch (an archived body that cannot be read back, or
-/// archived again meanwhile) changed nothing, and is on record as `failed` all the same
-/// (interface §11: every admin write); a row that cannot be written is logged.
-async fn failed(db: &worker::D1Database, record: &Record, e: AppError) -> AppError {
-    if matches!(e, AppError::Archive(_) | AppError::Conflict(..)) {
-        if let Err(w) = sql::insert_audit(db, record, Outcome::Failed).await {
-            crate::log::line("audit", "-", "write_failed", Some(&w.to_string()));
-        }
-    }
-    e
 }
 
 /// Bulk replay: every matching delivery reset (a new generation) and re-enqueued, in chunks

@@ -103,10 +103,9 @@ statement!(
     // when the effect it requires exists and may have reached the order system: delivered, or
     // attempted (an attempt is committed before its request starts, so this sees every one
     // that may be in flight; in pull mode, serving it in the feed counts as one: MARK_SERVED).
-    // A revocation
-    // of a fulfilment that can never have left would revoke nothing; that one is cancelled
-    // instead (CANCEL_EFFECT). Its outbox id is drawn here, in the transaction that writes
-    // it: stable from then on.
+    // A revocation of a fulfilment that can never have left would revoke nothing; that one is
+    // cancelled instead (CANCEL_EFFECT). Its outbox id is drawn here, in the transaction that
+    // writes it: stable from then on.
     "INSERT INTO effect (resource_id, kind, license_code, order_ref, amount, currency, cause, \
        effect_id, dispatch) \
      SELECT r.id, ?3, ?4, r.order_ref, r.amount, r.currency, ?5, \
