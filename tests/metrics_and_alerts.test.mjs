@@ -865,8 +865,10 @@ test("the kept counts equal a full count after a scripted scenario: outcomes, du
     for (const e of envs) assert.equal((await deliver(w.url, e)).status, 200);
     for (const e of envs) await w.processed(e.event_id);
     assert.equal((await deliver(w.url, envs[0])).json.duplicate, true);
-    // a refund of the paid invoice (its fulfilment cancelled), a replay of an applied delivery
-    // and a bulk replay of the stale ones, a dead delivery dismissed, acks
+    // a refund of the paid invoice (its fulfilment cancelled, and revoked: the order system
+    // has read the feed, pull mode), a replay of an applied delivery and a bulk replay of the
+    // stale ones, a dead delivery dismissed, acks
+    assert.equal((await admin(w.url, "GET", "/effects?dispatch=pending")).status, 200);
     const refund = envelope("invoice.refunded", paid);
     await deliver(w.url, refund);
     await w.processed(refund.event_id);
