@@ -329,6 +329,19 @@ test("alerts: each kind opens, is sent once (Python verifies it), is not re-sent
     assert.equal(burstSends.length, 2, "and sends it again");
     assert.equal(burstSends[1].json.count, 11);
 
+    // an acknowledged backlog is told again once it has grown past the next power of two
+    // (1 → 2 here): not for every delivery that joins it, never silent for ever
+    assert.equal((await admin(w.url, "POST", `/alerts/${backlog.id}/ack`)).status, 200);
+    await w.scheduled();
+    assert.equal((await admin(w.url, "GET", "/alerts")).json.data.find((x) => x.id === backlog.id).state, "acknowledged");
+    const backlogSends = hook.requests.filter((r) => r.json.id === backlog.id).length;
+    const stuckToo = envelope("invoice.created", randomId("inv_"));
+    await insert(stuckToo, ", received_at, enqueued_at", `, ${ago(20)}, ${now}`);
+    await w.scheduled();
+    const grownBacklog = (await admin(w.url, "GET", "/alerts")).json.data.find((x) => x.id === backlog.id);
+    assert.deepEqual([grownBacklog.state, grownBacklog.count, grownBacklog.reopens], ["open", 2, 1]);
+    assert.equal(hook.requests.filter((r) => r.json.id === backlog.id).length, backlogSends + 1, "sent again");
+
     // resolved when the condition no longer holds
     await w.db.prepare("DELETE FROM webhook_delivery WHERE event_id IN (?, ?)").bind(deadEnv.event_id, deadToo.event_id).run();
     await w.scheduled();

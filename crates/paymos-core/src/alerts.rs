@@ -16,8 +16,13 @@
 //! - `signature_refusals`: the running total of refused signatures. A new burst is another
 //!   burst's worth of them (`ALERT_SIGNATURE_REFUSALS`) since the acknowledgement, while the
 //!   condition holds: the alert's [`Observation::step`]. One more refusal is not a burst.
-//! - none for `deliveries_backlog`, `effects_backlog` and `database_size`: one condition while
-//!   it lasts; acknowledged, they stay silent until they resolve.
+//! - `deliveries_backlog`, `effects_backlog`: how large the backlog is, in powers of two (the
+//!   bit length of its count: 1, 2–3, 4–7, …). An acknowledged backlog is not told again for
+//!   every delivery that joins it, but one that has grown past the next power of two is new.
+//! - `database_size`: its share of the cap in steps of 5 points (80, 85, 90, 95 %): an
+//!   acknowledged 80 % is told again at 85 %.
+//!
+//! So no acknowledged alert stays silent for ever while what it counts keeps growing.
 //!
 //! `database_unavailable` is decided without D1 ([`database_unavailable`]): the cron that
 //! cannot read D1 cannot keep an alert there either.
@@ -35,6 +40,9 @@ pub const SIGNATURE_WINDOW_SECONDS: i64 = 15 * 60;
 pub const LIVEMODE_WINDOW_SECONDS: i64 = 24 * 3600;
 /// The `database_size` alert opens at this share of `DATABASE_SIZE_LIMIT_BYTES` (interface §10).
 pub const DATABASE_SIZE_ALERT_PERCENT: i64 = 80;
+/// An acknowledged `database_size` alert is sent again each time the database grows by this
+/// many more points of its cap.
+pub const DATABASE_SIZE_STEP_PERCENT: i64 = 5;
 
 /// One kind per condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -170,6 +178,12 @@ fn bytes_text(n: i64) -> String {
     }
 }
 
+/// A backlog's size in powers of two, the bit length of its count (0 → 0, 1 → 1, 2–3 → 2,
+/// 4–7 → 3, …): its mark.
+fn magnitude(count: i64) -> i64 {
+    i64::from(64 - count.max(0).leading_zeros())
+}
+
 /// A condition that holds now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observation {
@@ -224,7 +238,7 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
         push(
             AlertKind::DeliveriesBacklog,
             f.unprocessed_deliveries,
-            None,
+            Some(magnitude(f.unprocessed_deliveries)),
             format!(
                 "{} deliveries unprocessed, the oldest for {} min",
                 f.unprocessed_deliveries,
@@ -239,7 +253,7 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
         push(
             AlertKind::EffectsBacklog,
             f.pending_effects,
-            None,
+            Some(magnitude(f.pending_effects)),
             format!(
                 "{} effects pending, the oldest for {} min (an order system down, or a fulfilment awaiting its order_ref)",
                 f.pending_effects,
@@ -293,8 +307,8 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
             push(
                 AlertKind::DatabaseSize,
                 percent,
-                // no instances: open while it lasts (an ack silences it until it resolves)
-                None,
+                // 5 points more than an acknowledgement covered is new (80 → 85 → 90 %)
+                Some(percent / DATABASE_SIZE_STEP_PERCENT),
                 format!(
                     "the database is {} of its {} cap ({percent} %): past it every delivery is refused; check the archive runs, lower RETENTION_DAYS or POST /admin/api/archive",
                     bytes_text(bytes),
@@ -558,7 +572,7 @@ mod tests {
                 NOW
             ),
             Action::Update { send: false },
-            "a backlog has no instances: acknowledged, it stays silent however it grows"
+            "acknowledged with no mark (before backlogs had one): silent until it resolves"
         );
         assert_eq!(decide(None, Some(&acked), NOW), Action::Resolve);
     }
@@ -707,6 +721,56 @@ mod tests {
         );
         assert_eq!(
             decide(Some(&seen(&recon("done", 1))), Some(&k), NOW),
+            Action::Reopen
+        );
+    }
+
+    #[test]
+    fn a_backlog_or_the_database_grown_past_the_acknowledgement_reopens() {
+        assert_eq!(
+            [0, 1, 2, 3, 4, 7, 8, 1000].map(magnitude),
+            [0, 1, 2, 2, 3, 3, 4, 10]
+        );
+        let backlog = |n| Facts {
+            oldest_unprocessed_seconds: Some(BACKLOG_SECONDS + 60),
+            unprocessed_deliveries: n,
+            signature_burst: 20,
+            ..Facts::default()
+        };
+        let seen = |f: &Facts| observe(f).into_iter().next().expect("observed");
+        let acked = |o: Observation| Kept {
+            acknowledged: true,
+            sent_at: Some(NOW),
+            acked_mark: o.mark,
+        };
+        let k = acked(seen(&backlog(5)));
+        for (n, action) in [
+            (7, Action::Update { send: false }),
+            (3, Action::Update { send: false }),
+            (8, Action::Reopen),
+        ] {
+            assert_eq!(
+                decide(Some(&seen(&backlog(n))), Some(&k), NOW),
+                action,
+                "{n}"
+            );
+        }
+        let size = |bytes| Facts {
+            storage: Some(StorageFacts {
+                database_bytes: Some(bytes),
+                size_limit_bytes: 100,
+                archive_failed: None,
+            }),
+            signature_burst: 20,
+            ..Facts::default()
+        };
+        let k = acked(seen(&size(82)));
+        assert_eq!(
+            decide(Some(&seen(&size(84))), Some(&k), NOW),
+            Action::Update { send: false }
+        );
+        assert_eq!(
+            decide(Some(&seen(&size(85))), Some(&k), NOW),
             Action::Reopen
         );
     }
