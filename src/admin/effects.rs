@@ -5,7 +5,6 @@ use crate::error::{AppError, AppResult};
 use crate::sql;
 use paymos_core::admin::audit::Record;
 use paymos_core::admin::{EffectQuery, Page};
-use paymos_core::statements as st;
 use paymos_core::EffectKind;
 use serde_json::json;
 use worker::{Env, Response};
@@ -20,15 +19,11 @@ pub async fn list(env: &Env, q: &EffectQuery) -> AppResult<Response> {
         q.dispatch.map(|d| d.as_str()),
         q.after,
         q.limit,
+        // pull mode: what the feed serves, an order system may hold (a refund then revokes it)
+        crate::config::pull_mode(env),
     )
     .await?;
-    let mut page = Page::of(rows, q.limit, |e| e.seq.to_string());
-    // pull mode: what the feed serves, an order system may hold (a refund then revokes it)
-    if crate::config::pull_mode(env) {
-        if let Some(served) = st::mark_served(&mut page.data) {
-            sql::mark_served(&db, served).await?;
-        }
-    }
+    let page = Page::of(rows, q.limit, |e| e.seq.to_string());
     // through a JSON value, as before: each effect's keys in alphabetical order
     Ok(Response::from_json(&json!(page))?)
 }

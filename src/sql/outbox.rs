@@ -137,34 +137,22 @@ pub async fn dismiss_effect(
     dismissal(&results, on_record)
 }
 
-/// Pull mode: records what a feed page served (`paymos_core::statements::mark_served`).
-pub async fn mark_served(db: &D1Database, served: Bound<'_>) -> DbResult<()> {
-    super::run(db, served).await
-}
-
 /// The effects feed, oldest first; `limit + 1` rows so the caller knows about a next page.
+/// In pull mode the page is marked served in the same batch (`paymos_core::statements::
+/// feed_page`). Filtered by dispatch state (an order system pulling `pending`), it reads a
+/// range of the (dispatch, id) index, so a page costs about its rows however long the history.
 pub async fn list_effects(
     db: &D1Database,
     kind: Option<&str>,
     dispatch: Option<&str>,
     after_seq: Option<i64>,
     limit: u32,
+    pull: bool,
 ) -> DbResult<Vec<EffectRow>> {
-    // filtered by dispatch state (an order system pulling `pending`): a range of the
-    // (dispatch, id) index, so a page costs about its rows however long the history
-    let statement = if dispatch.is_some() {
-        &st::LIST_EFFECTS_BY_DISPATCH
-    } else {
-        &st::LIST_EFFECTS
-    };
-    all(
-        db,
-        statement.bind(vec![
-            Arg::opt(kind),
-            Arg::opt(dispatch),
-            Arg::opt_int(after_seq),
-            Arg::Int(i64::from(limit) + 1),
-        ]),
-    )
-    .await
+    let page = st::feed_page(kind, dispatch, after_seq, limit, pull);
+    if let [list] = page.as_slice() {
+        return all(db, list.clone()).await;
+    }
+    let results = batch(db, &page).await?;
+    results.rows(page.len() - 1)
 }

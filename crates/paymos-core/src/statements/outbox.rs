@@ -1,7 +1,6 @@
 //! The outbox (interface §7): the dispatcher's load, its outcomes, redelivery, the sweeper's claim, the feed.
 
 use super::{Arg, Bound, Statement};
-use crate::rows::EffectRow;
 
 statement!(
     LOAD_EFFECTS_FOR_DISPATCH,
@@ -277,32 +276,6 @@ statement!(
 );
 
 statement!(
-    MARK_SERVED,
-    ["effect_ids"],
-    // Pull mode: the feed served these pending effects, so an order system may hold them. That
-    // is their first attempt (interface §3: a refund revokes a fulfilment that "may have been
-    // received", and cancels one never sent without a revocation). Written once per effect, so
-    // an order system that polls the feed costs no write for what it was served before.
-    "UPDATE effect SET attempts = 1 \
-     WHERE effect_id IN (SELECT value FROM json_each(?1)) AND attempts = 0 \
-       AND dispatch = 'pending' AND (kind <> 'fulfilment' OR order_ref IS NOT NULL)"
-);
-
-/// MARK_SERVED for the effects a feed page hands an order system for the first time (pending,
-/// never attempted, not awaiting their order_ref), marking them so in `page` too; `None`
-/// when there are none.
-pub fn mark_served(page: &mut [EffectRow]) -> Option<Bound<'static>> {
-    let mut ids = Vec::new();
-    for e in page.iter_mut() {
-        if e.dispatch == "pending" && e.attempts == 0 && !e.awaiting_order_ref {
-            e.attempts = 1;
-            ids.push(e.id.as_str());
-        }
-    }
-    (!ids.is_empty()).then(|| MARK_SERVED.bind(vec![Arg::json_list(&ids)]))
-}
-
-statement!(
     LIST_EFFECTS_BY_DISPATCH,
     ["kind", "dispatch", "after_seq", "limit"],
     // the feed filtered by dispatch state (an order system pulling `pending`): the range of
@@ -314,3 +287,71 @@ statement!(
      WHERE e.dispatch = ?2 AND e.id > coalesce(?3, 0) AND (?1 IS NULL OR e.kind = ?1) \
      ORDER BY e.id LIMIT ?4"
 );
+
+/// Which of a feed page's effects an order system may now hold, marked first (see
+/// [`feed_page`]): the page's own rows by the same filter, order and limit as its list.
+macro_rules! mark_served {
+    ($page:literal) => {
+        concat!(
+            "UPDATE effect SET attempts = 1 WHERE id IN (SELECT e.id FROM effect e WHERE ",
+            $page,
+            ") AND attempts = 0 AND dispatch = 'pending' \
+             AND (kind <> 'fulfilment' OR order_ref IS NOT NULL)"
+        )
+    };
+}
+
+statement!(
+    MARK_SERVED,
+    ["kind", "dispatch", "after_seq", "limit"],
+    // Pull mode: what the feed serves an order system may hold. Serving a pending effect is
+    // its first attempt (interface §3: a refund revokes a fulfilment that "may have been
+    // received", and only cancels one never sent). Written once per effect, so a feed polled
+    // again costs no write for what it served before.
+    mark_served!(
+        "(?1 IS NULL OR e.kind = ?1) AND (?2 IS NULL OR e.dispatch = ?2) \
+         AND (?3 IS NULL OR e.id > ?3) ORDER BY e.id LIMIT ?4"
+    )
+);
+
+statement!(
+    MARK_SERVED_BY_DISPATCH,
+    ["kind", "dispatch", "after_seq", "limit"],
+    // MARK_SERVED for LIST_EFFECTS_BY_DISPATCH's page, through the same index range
+    mark_served!(
+        "e.dispatch = ?2 AND e.id > coalesce(?3, 0) AND (?1 IS NULL OR e.kind = ?1) \
+         ORDER BY e.id LIMIT ?4"
+    )
+);
+
+/// A page of the effects feed (`limit + 1` rows, so the caller knows about a next page), its
+/// list last. In pull mode its rows are marked served first, in the same batch: one
+/// transaction, so a refund commits either before (the fulfilment is cancelled, and listed
+/// so) or after (it sees the attempt and records the revocation), never between the read and
+/// the mark.
+pub fn feed_page<'a>(
+    kind: Option<&'a str>,
+    dispatch: Option<&'a str>,
+    after_seq: Option<i64>,
+    limit: u32,
+    pull: bool,
+) -> Vec<Bound<'a>> {
+    let (mark, list) = match dispatch {
+        Some(_) => (&MARK_SERVED_BY_DISPATCH, &LIST_EFFECTS_BY_DISPATCH),
+        None => (&MARK_SERVED, &LIST_EFFECTS),
+    };
+    let args = |n: u32| {
+        vec![
+            Arg::opt(kind),
+            Arg::opt(dispatch),
+            Arg::opt_int(after_seq),
+            Arg::Int(i64::from(n)),
+        ]
+    };
+    let mut page = Vec::with_capacity(2);
+    if pull {
+        page.push(mark.bind(args(limit)));
+    }
+    page.push(list.bind(args(limit + 1)));
+    page
+}
