@@ -263,38 +263,48 @@ statement!(
      RETURNING effect_id"
 );
 
+/// A feed page's rows: its filter, order and limit, shared by its list and by its mark in
+/// pull mode (MARK_SERVED), so that the mark covers exactly the page the list reads.
+macro_rules! feed_page {
+    // the feed, oldest first; the cursor is the last row's sequence number
+    (all) => {
+        "(?1 IS NULL OR e.kind = ?1) AND (?2 IS NULL OR e.dispatch = ?2) \
+         AND (?3 IS NULL OR e.id > ?3) ORDER BY e.id LIMIT ?4"
+    };
+    // filtered by dispatch state (an order system pulling `pending`): the range of the
+    // (dispatch, id) index after the cursor, so a page reads about its own rows however many
+    // effects were delivered before it
+    (by_dispatch) => {
+        "e.dispatch = ?2 AND e.id > coalesce(?3, 0) AND (?1 IS NULL OR e.kind = ?1) \
+         ORDER BY e.id LIMIT ?4"
+    };
+}
+
 statement!(
     LIST_EFFECTS,
     ["kind", "dispatch", "after_seq", "limit"],
-    // the feed, oldest first; the cursor is the last row's sequence number
     "SELECT ",
     effect_columns!(),
-    " FROM effect e \
-     WHERE (?1 IS NULL OR e.kind = ?1) AND (?2 IS NULL OR e.dispatch = ?2) \
-       AND (?3 IS NULL OR e.id > ?3) \
-     ORDER BY e.id LIMIT ?4"
+    " FROM effect e WHERE ",
+    feed_page!(all)
 );
 
 statement!(
     LIST_EFFECTS_BY_DISPATCH,
     ["kind", "dispatch", "after_seq", "limit"],
-    // the feed filtered by dispatch state (an order system pulling `pending`): the range of
-    // the (dispatch, id) index after the cursor, so a page reads about its own rows however
-    // many effects were delivered before it
     "SELECT ",
     effect_columns!(),
-    " FROM effect e \
-     WHERE e.dispatch = ?2 AND e.id > coalesce(?3, 0) AND (?1 IS NULL OR e.kind = ?1) \
-     ORDER BY e.id LIMIT ?4"
+    " FROM effect e WHERE ",
+    feed_page!(by_dispatch)
 );
 
 /// Which of a feed page's effects an order system may now hold, marked first (see
-/// [`feed_page`]): the page's own rows by the same filter, order and limit as its list.
+/// [`feed_page`]): the page's own rows, as its list reads them.
 macro_rules! mark_served {
-    ($page:literal) => {
+    ($page:ident) => {
         concat!(
             "UPDATE effect SET attempts = 1 WHERE id IN (SELECT e.id FROM effect e WHERE ",
-            $page,
+            feed_page!($page),
             ") AND attempts = 0 AND dispatch = 'pending' \
              AND (kind <> 'fulfilment' OR order_ref IS NOT NULL)"
         )
@@ -308,20 +318,14 @@ statement!(
     // its first attempt (interface §3: a refund revokes a fulfilment that "may have been
     // received", and only cancels one never sent). Written once per effect, so a feed polled
     // again costs no write for what it served before.
-    mark_served!(
-        "(?1 IS NULL OR e.kind = ?1) AND (?2 IS NULL OR e.dispatch = ?2) \
-         AND (?3 IS NULL OR e.id > ?3) ORDER BY e.id LIMIT ?4"
-    )
+    mark_served!(all)
 );
 
 statement!(
     MARK_SERVED_BY_DISPATCH,
     ["kind", "dispatch", "after_seq", "limit"],
     // MARK_SERVED for LIST_EFFECTS_BY_DISPATCH's page, through the same index range
-    mark_served!(
-        "e.dispatch = ?2 AND e.id > coalesce(?3, 0) AND (?1 IS NULL OR e.kind = ?1) \
-         ORDER BY e.id LIMIT ?4"
-    )
+    mark_served!(by_dispatch)
 );
 
 /// A page of the effects feed (`limit + 1` rows, so the caller knows about a next page), its
