@@ -399,11 +399,14 @@ test("admin: newest first, cursor paging past 100 rows, filters", async () => {
   }
 
   // a cursor this API did not give out is refused, not read as the top of the list
-  for (const bad of ["status=nope", "limit=0", "limit=5000", "cursor=garbage", "cursor=zzz~evt_a", `cursor=2026-02-30T00:00:00.000Z~evt_a`]) {
+  for (const bad of ["status=nope", "limit=0", "limit=5000", "limit=", "cursor=garbage", "cursor=zzz~evt_a", `cursor=2026-02-30T00:00:00.000Z~evt_a`]) {
     const r = await admin(w.url, "GET", `/deliveries?${bad}`);
     assert.equal(r.status, 400, bad);
     if (bad.startsWith("cursor")) assert.equal(r.json.error, "invalid_cursor", bad);
+    if (bad.startsWith("limit")) assert.equal(r.json.error, "invalid_limit", bad);
   }
+  // an empty filter filters nothing; an empty limit is no number (the OpenAPI document's integer)
+  assert.equal((await admin(w.url, "GET", `/deliveries?resource_id=${inv}&status=&type=`)).status, 200);
 });
 
 test("admin off when ADMIN_TOKEN is unset: 404 everywhere under /admin", async () => {

@@ -924,6 +924,7 @@ test("the kept counts equal a full count after a scripted scenario: outcomes, du
     assert.equal(h.buckets.reduce((a, b) => a + b.deliveries.dismissed, 0), 1);
     assert.equal(h.buckets.at(-1).effects.pending, m.effects.by_dispatch.pending, "the current hour ends with the facts now");
     assert.equal((await admin(w.url, "GET", "/metrics/history?hours=0")).json.error, "invalid_hours");
+    assert.equal((await admin(w.url, "GET", "/metrics/history?hours=")).json.error, "invalid_hours", "an empty value is no number");
   } finally {
     await w.close();
   }

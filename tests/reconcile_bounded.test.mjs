@@ -156,6 +156,13 @@ test("daily and default runs look back 7 days with paid_since; {full:true} walks
     assert.equal(provider.requests[0].query.paid_since, undefined);
     assert.deepEqual(full.json.missing.map((m) => m.id).sort(), [recent, old].sort());
     assert.equal((await admin(w.url, "POST", "/reconcile", { full: "yes" })).status, 400);
+    // an array is not the object the OpenAPI document describes, and starts no run
+    provider.requests = [];
+    for (const body of [[], [true]]) {
+      const r = await admin(w.url, "POST", "/reconcile", body);
+      assert.deepEqual([r.status, r.json.error], [400, "invalid_json"], JSON.stringify(body));
+    }
+    assert.equal(provider.requests.length, 0, "no run started");
   });
 });
 

@@ -338,12 +338,29 @@ fn text(body: &[u8]) -> Cow<'_, str> {
     String::from_utf8_lossy(body)
 }
 
+/// The parameters that are numbers (`integer` in the OpenAPI document): an empty one is not a
+/// number, and is refused rather than left out.
+const NUMBERS: [&str; 2] = ["limit", "hours"];
+
 /// The query's filters: each parameter decoded, its value trimmed, the empty ones left out
-/// (an empty filter filters nothing).
+/// (an empty filter filters nothing) but for [`NUMBERS`].
 fn filters(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
     form_urlencoded::parse(query.as_bytes())
         .map(|(k, v)| (k.into_owned(), v.trim().to_string()))
-        .filter(|(_, v)| !v.is_empty())
+        .filter(|(k, v)| !v.is_empty() || NUMBERS.contains(&k.as_str()))
+}
+
+/// A body that must be a JSON object, read into `T`. serde's derived structs also take an
+/// array of their fields in order (`[]` a struct of defaults), which the OpenAPI document
+/// does not allow and no caller means.
+fn object<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+    if !text
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .starts_with('{')
+    {
+        return Err(de::Error::custom("not a JSON object"));
+    }
+    serde_json::from_str(text)
 }
 
 /// Parameters are read in order (a repeated one: the last wins), each refused as met; the
@@ -445,7 +462,7 @@ fn metrics_format(query: &str) -> MetricsFormat {
 pub const DEFAULT_HISTORY_HOURS: u32 = 24;
 pub const MAX_HISTORY_HOURS: u32 = 8 * 24;
 
-/// `?hours=N`, 1 to [`MAX_HISTORY_HOURS`]; absent or empty: [`DEFAULT_HISTORY_HOURS`].
+/// `?hours=N`, 1 to [`MAX_HISTORY_HOURS`]; absent: [`DEFAULT_HISTORY_HOURS`].
 fn history_hours(query: &str) -> Result<u32, CommandError> {
     let mut hours = DEFAULT_HISTORY_HOURS;
     for (k, v) in filters(query) {
@@ -530,7 +547,7 @@ const FILTER_REQUIRED: &str = "a bulk replay needs at least one of status, type,
 /// the times, that some filter is set, the cursor.
 fn bulk_replay(text: &str) -> Result<BulkReplay, CommandError> {
     let text = if text.trim().is_empty() { "{}" } else { text };
-    let body: BulkReplayRequest = serde_json::from_str(text)
+    let body: BulkReplayRequest = object(text)
         .map_err(|e| bad_request("invalid_json", format!("the body is {BULK_BODY}: {e}")))?;
     let filter = ReplayFilter {
         status: clean(&body.status).map(StatusFilter::parse).transpose()?,
@@ -565,8 +582,8 @@ const ARCHIVE_BODY: &str = r#"the body is {"before":"<ISO-8601 time>","cursor"?:
 
 /// Checked in this order: the JSON, the time, the cursor.
 fn archive(text: &str) -> Result<Archive, CommandError> {
-    let body: ArchiveRequest = serde_json::from_str(text)
-        .map_err(|e| bad_request("invalid_json", format!("{ARCHIVE_BODY}: {e}")))?;
+    let body: ArchiveRequest =
+        object(text).map_err(|e| bad_request("invalid_json", format!("{ARCHIVE_BODY}: {e}")))?;
     let before = normalize_iso8601(&body.before)
         .ok_or_else(|| bad_request("invalid_time", "before is not an ISO-8601 time"))?;
     Ok(Archive {
@@ -586,7 +603,7 @@ fn reconcile_full(text: &str) -> Result<bool, CommandError> {
     if text.trim().is_empty() {
         return Ok(ReconcileRequest::default().full);
     }
-    serde_json::from_str::<ReconcileRequest>(text)
+    object::<ReconcileRequest>(text)
         .map(|r| r.full)
         .map_err(|_| {
             bad_request(

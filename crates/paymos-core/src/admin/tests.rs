@@ -253,9 +253,19 @@ fn delivery_list_filters() {
     assert_eq!(q.limit, 10);
     assert_eq!(q.after, None);
     // empty filters filter nothing; unknown parameters are ignored; the last of two wins
-    let q = deliveries("type=&resource_id=%20&status=&limit=&cursor=&other=1");
+    let q = deliveries("type=&resource_id=%20&status=&cursor=&other=1");
     assert_eq!((q.event_type, q.resource_id, q.status), (None, None, None));
     assert_eq!((q.limit, q.after), (DEFAULT_PAGE, None));
+    // but an empty limit is not a number (the OpenAPI document's integer): refused
+    for (path, query) in [
+        ("deliveries", "limit="),
+        ("deliveries", "limit=%20&type=invoice.paid"),
+        ("effects", "limit="),
+        ("audit", "limit="),
+    ] {
+        assert_eq!(code(get(path, query)), "invalid_limit", "{path}?{query}");
+    }
+    assert_eq!(code(get("metrics/history", "hours=")), "invalid_hours");
     assert_eq!(deliveries("limit=5&limit=7").limit, 7);
     assert_eq!(
         deliveries("resource_id=inv%5F1").resource_id.as_deref(),
@@ -347,7 +357,7 @@ fn effect_feed_filters() {
             Some(kind)
         );
     }
-    let q = effects("kind=&dispatch=&cursor=&limit=");
+    let q = effects("kind=&dispatch=&cursor=");
     assert_eq!(
         (q.kind, q.dispatch, q.after, q.limit),
         (None, None, None, 50)
@@ -441,6 +451,11 @@ fn bulk_replay_json_and_filter_refusals() {
             "{empty:?}"
         );
     }
+    // an array of the fields in order is not the object the document describes
+    assert_eq!(
+        code(post("deliveries/replay", r#"["dead"]"#)),
+        "invalid_json"
+    );
     assert_eq!(
         refused(post("deliveries/replay", r#"{"types":"x"}"#)),
         (
@@ -533,7 +548,15 @@ fn reconcile_body() {
     assert_eq!(full("{}"), Ok(false));
     assert_eq!(full(r#"{"full":true}"#), Ok(true));
     assert_eq!(full(r#"{"full":false,"other":1}"#), Ok(false));
-    for bad in [r#"{"full":"yes"}"#, "true", "{", "null"] {
+    for bad in [
+        r#"{"full":"yes"}"#,
+        "true",
+        "{",
+        "null",
+        "[]",
+        "[true]",
+        " [false]",
+    ] {
         assert_eq!(
             full(bad),
             Err(CommandError::BadRequest {
@@ -849,6 +872,7 @@ fn archive_body() {
         "  ",
         "{",
         "[]",
+        r#"["2026-01-01"]"#,
         "{}",
         r#"{"before":1}"#,
         r#"{"before":"2026-01-01","dry_run":true}"#,
@@ -919,12 +943,19 @@ fn history_hours() {
     };
     assert_eq!(hours(""), Ok(DEFAULT_HISTORY_HOURS));
     assert_eq!(hours("hours=+6+"), Ok(6));
-    assert_eq!(hours("hours="), Ok(DEFAULT_HISTORY_HOURS));
     assert_eq!(
         hours(&format!("hours={MAX_HISTORY_HOURS}")),
         Ok(MAX_HISTORY_HOURS)
     );
-    for bad in ["hours=0", "hours=-1", "hours=1.5", "hours=abc", "hours=193"] {
+    for bad in [
+        "hours=0",
+        "hours=-1",
+        "hours=1.5",
+        "hours=abc",
+        "hours=193",
+        "hours=",
+        "hours=+",
+    ] {
         assert_eq!(hours(bad), Err("invalid_hours"), "{bad}");
     }
 }
