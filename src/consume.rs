@@ -151,7 +151,7 @@ async fn answer(
             Answer::Retry(delay) => message.retry_in(delay),
         }
     }
-    crate::effects::dispatch_released(env, &answered.released).await;
+    crate::effects::send_released(env, &answered.released).await;
 }
 
 /// Every retry failed: the delivery is marked dead (visible, replayable) if it keeps failing

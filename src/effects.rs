@@ -23,8 +23,11 @@ use worker::{
     RequestRedirect, ResponseBody,
 };
 
-/// Sends what a committed transaction released; a failed send is logged and left to the
-/// sweeper (the effects are durable and pending).
+/// Sends what a committed transaction released to the effects queue; a failed send is logged
+/// and left to the sweeper (the effects are durable and pending). Never dispatched in the
+/// deliveries' consumer itself: a queue's next batch waits for the invocation (its `waitUntil`
+/// too), so an order system hanging for its timeout would hold up every delivery behind it
+/// (interface §7: slow third-party calls belong behind a queue; docs/decisions.md).
 pub async fn send_released(env: &Env, released: &[String]) {
     // With no order system to push to (pull mode, or a URL that cannot be used) there is
     // nothing to send: the effects wait, pending, in the feed; once an order system is
@@ -41,54 +44,6 @@ pub async fn send_released(env: &Env, released: &[String]) {
             "enqueue_error",
             Some(&format!("{} of {} sent: {e}", sent, released.len())),
         );
-    }
-}
-
-/// At most this many of a transaction's released effects are dispatched inline (one wave of
-/// POSTs); the rest go on the queue, so that a slow order system cannot hold a consumer's
-/// invocation for long.
-const INLINE_DISPATCH: usize = dispatch::SIMULTANEOUS_POSTS;
-
-/// The first dispatch of what a consumer's committed transaction released, in the same
-/// invocation, right after the commit: a customer waits for the license code, and the queue's
-/// batch wait is most of that wait. It is the core's dispatcher on the released ids, as if
-/// their messages had just arrived (an attempt committed before each request, as always);
-/// whatever does not go out now (a wait, a retry on the ladder, D1 failing, more than one
-/// wave) goes on the effects queue as it would have, and a lost send is the sweeper's.
-pub async fn dispatch_released(env: &Env, released: &[String]) {
-    if released.is_empty() || !can_push(env, "effects", Some(released.len())) {
-        return;
-    }
-    let (now, later) = released.split_at(released.len().min(INLINE_DISPATCH));
-    send_released(env, later).await;
-    let order_system = config::order_system(env);
-    let messages = now
-        .iter()
-        .map(|id| dispatch::Message {
-            effect_id: id.clone(),
-            attempts: 1,
-        })
-        .collect();
-    let mut batch = dispatch::Batch::new(messages, push(&order_system), settings(env));
-    let replies = match sql::database(env) {
-        Ok(db) => drive(&db, &mut batch, &order_system).await,
-        Err(e) => Err(e),
-    };
-    let replies = match replies {
-        Ok(replies) => replies,
-        Err(e) => {
-            log::line("dispatch", "-", "inline_fallback", Some(&e.to_string()));
-            return send_released(env, now).await;
-        }
-    };
-    for r in replies {
-        let mut detail = r.detail;
-        if let Answer::Retry(delay) | Answer::AckAndSendAfter(delay) = r.answer {
-            if let Err(e) = queue::enqueue_effect_after(env, &r.effect_id, delay).await {
-                detail = Some(format!("not sent to the queue ({e}): left to the sweeper"));
-            }
-        }
-        log::line("dispatch", &r.effect_id, r.outcome, detail.as_deref());
     }
 }
 

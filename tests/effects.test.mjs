@@ -46,7 +46,7 @@ function orderSystem() {
         state.bad.push(entry);
         return res.writeHead(401).end();
       }
-      if (state.hang) return; // never answers
+      if (state.hang) return res.on("close", () => (entry.closedAt = Date.now())); // never answers
       if (state.redirect > 0) {
         state.redirect -= 1;
         return res.writeHead(state.redirect % 2 ? 302 : 307, { location: "/elsewhere" }).end();
@@ -148,6 +148,29 @@ test("the order system refusing, failing and hanging for a while, then back: del
   } finally {
     os.state.hang = false;
     os.state.failNext = 0;
+    await w.close();
+  }
+});
+
+test("an order system hanging on a fulfilment holds up no delivery: the next ones are processed while its request is still open", async () => {
+  // the whole default timeout: the consumer must not be the one waiting it out (interface §7,
+  // "slow or hanging third-party calls belong behind a queue")
+  const w = await startWorker({ vars: { ...VARS(), ORDER_SYSTEM_TIMEOUT_MS: "10000" } });
+  try {
+    os.state.hang = true;
+    const first = randomId("inv_");
+    await deliver(w.url, envelope("invoice.paid", first));
+    const held = await eventually("the fulfilment's request to be held open", () => os.state.received.find((e) => e.body?.resource_id === first));
+    const next = [envelope("invoice.paid", randomId("inv_")), envelope("invoice.created", randomId("inv_"))];
+    for (const env of next) {
+      assert.equal((await deliver(w.url, env)).status, 200);
+      await w.processed(env.event_id);
+    }
+    assert.equal(held.closedAt, undefined, "both processed while the first fulfilment's request was still open");
+    const [row] = await effectRows(w, first);
+    assert.equal(row.attempts, 1, "its attempt on record before its request");
+  } finally {
+    os.state.hang = false;
     await w.close();
   }
 });

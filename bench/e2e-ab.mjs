@@ -1,0 +1,50 @@
+// POST → the order system's 2xx for two builds side by side: each round starts a fresh worker
+// per script (the order reversed every other round) against one `paymos orders`, and runs the
+// e2e load twice: closed loop (200 paid invoices at 16 connections, each waiting for its
+// effect, as `npm run bench`'s e2e part) and open loop (1,000 sent as fast as 16 connections
+// go). Prints each run's effect latency p50 / p99. A development tool, not part of npm test.
+//   node bench/e2e-ab.mjs A.js B.js [--rounds 2]
+import { spawn } from "node:child_process";
+import { commandLine, load, startBenchWorker, paymos } from "./ab.mjs";
+import { freePort } from "../tests/helpers/worker.mjs";
+
+const { opt, positional } = commandLine();
+const [a, b] = positional;
+if (!a || !b) {
+  console.error("usage: node bench/e2e-ab.mjs A.js B.js [--rounds 2]");
+  process.exit(2);
+}
+const rounds = Number(opt("rounds", 2));
+const SECRET = "whsec_" + Buffer.from("paymos-bench-order-system-key-32").toString("base64");
+const port = await freePort();
+const orders = spawn(paymos, ["orders", "--port", String(port), "--secret", SECRET, "--quiet"], { stdio: ["ignore", "ignore", "inherit"] });
+const ordersUrl = `http://127.0.0.1:${port}`;
+for (let i = 0; i < 100; i++) {
+  try {
+    if ((await fetch(`${ordersUrl}/healthz`)).ok) break;
+  } catch {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+const vars = { ORDER_SYSTEM_URL: `${ordersUrl}/orders`, ORDER_SYSTEM_SECRET: SECRET };
+const LOOPS = {
+  closed: ["--requests", "200", "--orders-url", ordersUrl],
+  open: ["--requests", "1000", "--orders-url", ordersUrl, "--open-loop", "--effect-timeout-seconds", "120"],
+};
+try {
+  for (let r = 0; r < rounds; r++) {
+    for (const script of r % 2 ? [b, a] : [a, b]) {
+      for (const [loop, extra] of Object.entries(LOOPS)) {
+        const w = await startBenchWorker(script, vars);
+        try {
+          const { effect_latency_ms: e, effects_timed_out } = await load(`${w.url}/webhooks/paymos`, "e2e", 16, extra);
+          console.log(`round ${r + 1} ${script} ${loop} loop: p50 ${e?.p50} ms, p99 ${e?.p99} ms, timed out ${effects_timed_out ?? 0}`);
+        } finally {
+          await w.close();
+        }
+      }
+    }
+  }
+} finally {
+  orders.kill();
+}
