@@ -548,9 +548,12 @@ impl Status {
             "1 if the ARCHIVE R2 binding is set (without it no body leaves D1).",
             Some(i64::from(self.configured)),
         );
+        let help = format!(
+            "Bodies of processed deliveries received more than RETENTION_DAYS ago still in D1 (counted up to {BACKLOG_CAP})."
+        );
         gauge(
             "paymos_archive_bodies_past_retention",
-            "Bodies of processed deliveries received more than RETENTION_DAYS ago still in D1 (counted up to 10000).",
+            &help,
             Some(self.backlog),
         );
         gauge(
