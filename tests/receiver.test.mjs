@@ -1,6 +1,7 @@
 // POST /webhooks/paymos per interface §1 and §3.1: verify, dedupe on evt_, enqueue, reply.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { request } from "node:http";
 import { startWorker, eventually, SECRET_NEW, SECRET_OLD } from "./helpers/worker.mjs";
 import { admin, deliver, envelope, randomId, sign } from "./helpers/paymos.mjs";
 
@@ -426,6 +427,31 @@ test("PAYMOS_MAX_BODY_BYTES above 1 MiB (a D1 row holds 2 MB) is not used: the d
   } finally {
     await wide.close();
   }
+});
+
+test("X-Webhook-Id with spaces or tabs around it, as a raw HTTP client may send it: the id within is read", async () => {
+  // fetch strips them before sending; node:http sends the value as written, as a provider's
+  // HTTP stack might (RFC 9110 §5.5: whitespace around a field value is not part of it)
+  const env = envelope("invoice.created", randomId("inv_"));
+  const body = JSON.stringify(env);
+  const t = Math.floor(Date.now() / 1000);
+  const u = new URL(`${w.url}/webhooks/paymos`);
+  const reply = await new Promise((resolve, reject) => {
+    const req = request(
+      { host: u.hostname, port: u.port, path: u.pathname, method: "POST", agent: false,
+        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body), "x-webhook-id": ` \t${env.event_id}  `, "x-webhook-signature": `t=${t},v1=${sign(SECRET_NEW, t, Buffer.from(body))}` } },
+      (res) => {
+        let text = "";
+        res.on("data", (c) => (text += c));
+        res.on("end", () => resolve({ status: res.statusCode, json: JSON.parse(text) }));
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+  assert.deepEqual([reply.status, reply.json], [200, { received: true, duplicate: false }]);
+  const stored = await w.db.prepare("SELECT body FROM delivery_body WHERE event_id = ?").bind(env.event_id).first();
+  assert.equal(stored?.body, body, "stored under the id within, the bytes as sent");
 });
 
 test("refusals that need no body (413, 405, 404, 401, a bad admin id) leave the sender's keep-alive connection usable", async () => {

@@ -108,12 +108,15 @@ pub fn split_event_type(t: &str) -> Option<(&str, &str)> {
 }
 
 /// Parses and checks the envelope. `header_event_id` is `X-Webhook-Id`, which
-/// must be present, well-formed and equal to the body's `event_id`.
+/// must be present, well-formed and equal to the body's `event_id`; spaces and tabs around
+/// it are not part of it (RFC 9110 §5.5), as the runtime does not strip them from a request.
 pub fn parse_envelope(
     body: &[u8],
     header_event_id: Option<&str>,
 ) -> Result<Envelope, EnvelopeError> {
-    let header_id = header_event_id.ok_or(EnvelopeError::WebhookIdMissing)?;
+    let header_id = header_event_id
+        .ok_or(EnvelopeError::WebhookIdMissing)?
+        .trim_matches([' ', '\t']);
     if !is_valid_event_id(header_id) {
         return Err(EnvelopeError::InvalidEventId);
     }
@@ -530,6 +533,24 @@ mod tests {
             parse_envelope(b"junk", None),
             Err(EnvelopeError::WebhookIdMissing)
         );
+        // Spaces and tabs around a field value are not part of it (RFC 9110 §5.5); inside
+        // it, or any other whitespace, they are.
+        let id = "evt_9Kq2xT4mLp";
+        for padded in [format!("  {id} "), format!("\t{id}\t"), format!(" \t{id}")] {
+            assert_eq!(parse_envelope(b, Some(&padded)).unwrap().event_id, id);
+        }
+        for bad in [
+            " ",
+            "evt_9Kq2x T4mLp",
+            "\u{a0}evt_9Kq2xT4mLp",
+            "evt_9Kq2xT4mLp\n",
+        ] {
+            assert_eq!(
+                parse_envelope(b, Some(bad)),
+                Err(EnvelopeError::InvalidEventId),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -289,7 +289,9 @@ proptest! {
 fn reference_envelope(body: &[u8], header: Option<&str>) -> Result<Envelope, EnvelopeError> {
     use paymos_core::ids::{is_valid_event_id, resource_kind_of, ResourceKind};
     use paymos_core::split_event_type;
-    let header_id = header.ok_or(EnvelopeError::WebhookIdMissing)?;
+    let header_id = header
+        .ok_or(EnvelopeError::WebhookIdMissing)?
+        .trim_matches([' ', '\t']);
     if !is_valid_event_id(header_id) {
         return Err(EnvelopeError::InvalidEventId);
     }
