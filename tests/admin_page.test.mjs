@@ -190,6 +190,9 @@ before(async () => {
   await allProcessed();
   await mustDeliver(envelope("invoice.paid", seeded.refundInv));
   await allProcessed();
+  // the order system has the fulfilment before the refund, so the refund revokes it (one never
+  // attempted would only be cancelled, interface §3)
+  await eventually("the fulfilment to reach the order system", () => orders.received.some((r) => r.body?.resource_id === seeded.refundInv));
   await mustDeliver(envelope("invoice.refunded", seeded.refundInv));
   seeded.withdrawal = randomId("wdr_");
   await mustDeliver(envelope("withdrawal.completed", seeded.withdrawal, { data: { amount: "250.00", currency: "USDT" } }));
