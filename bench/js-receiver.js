@@ -110,7 +110,8 @@ function parseEnvelope(text, headerId) {
 export default {
   async fetch(request, env) {
     const started = Date.now();
-    const headerId = request.headers.get("x-webhook-id");
+    // spaces and tabs around a value are not part of it (RFC 9110), as ours reads it
+    const headerId = request.headers.get("x-webhook-id")?.replace(/^[ \t]+|[ \t]+$/g, "") ?? null;
     const attempt = Number.parseInt(request.headers.get("x-webhook-attempt") ?? "", 10);
     let res;
     let info = {};

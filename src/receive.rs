@@ -51,7 +51,8 @@ impl Head {
     ) -> Head {
         Head {
             started,
-            header_id,
+            // as the envelope reads it, so that the log line names the id it accepted
+            header_id: header_id.map(|id| paymos_core::header_value(&id).to_string()),
             attempt: attempt.and_then(|a| a.trim().parse().ok()),
             signature,
             content_length: None,

@@ -452,6 +452,7 @@ test("X-Webhook-Id with spaces or tabs around it, as a raw HTTP client may send 
   assert.deepEqual([reply.status, reply.json], [200, { received: true, duplicate: false }]);
   const stored = await w.db.prepare("SELECT body FROM delivery_body WHERE event_id = ?").bind(env.event_id).first();
   assert.equal(stored?.body, body, "stored under the id within, the bytes as sent");
+  await eventually("its receive line", () => w.logs.some((l) => l.stage === "receive" && l.event_id === env.event_id && l.outcome === "accepted"));
 });
 
 test("refusals that need no body (413, 405, 404, 401, a bad admin id) leave the sender's keep-alive connection usable", async () => {

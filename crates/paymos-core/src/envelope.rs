@@ -107,16 +107,19 @@ pub fn split_event_type(t: &str) -> Option<(&str, &str)> {
     (is_type_word(category) && action.split('.').all(is_type_word)).then_some((category, action))
 }
 
-/// Parses and checks the envelope. `header_event_id` is `X-Webhook-Id`, which
-/// must be present, well-formed and equal to the body's `event_id`; spaces and tabs around
-/// it are not part of it (RFC 9110 §5.5), as the runtime does not strip them from a request.
+/// A header's value without the spaces and tabs around it, which are not part of it (RFC 9110
+/// §5.5) and which the runtime does not strip from a request's headers.
+pub fn header_value(raw: &str) -> &str {
+    raw.trim_matches([' ', '\t'])
+}
+
+/// Parses and checks the envelope. `header_event_id` is `X-Webhook-Id` ([`header_value`]),
+/// which must be present, well-formed and equal to the body's `event_id`.
 pub fn parse_envelope(
     body: &[u8],
     header_event_id: Option<&str>,
 ) -> Result<Envelope, EnvelopeError> {
-    let header_id = header_event_id
-        .ok_or(EnvelopeError::WebhookIdMissing)?
-        .trim_matches([' ', '\t']);
+    let header_id = header_value(header_event_id.ok_or(EnvelopeError::WebhookIdMissing)?);
     if !is_valid_event_id(header_id) {
         return Err(EnvelopeError::InvalidEventId);
     }

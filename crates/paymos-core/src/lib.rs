@@ -22,7 +22,7 @@ pub mod standard_webhooks;
 pub mod statements;
 pub mod time;
 
-pub use envelope::{parse_envelope, split_event_type, Envelope, EnvelopeError};
+pub use envelope::{header_value, parse_envelope, split_event_type, Envelope, EnvelopeError};
 pub use ids::{is_valid_event_id, listed_after, resource_kind_of, ResourceKind};
 pub use ladder::{offset_of_attempt, ATTEMPT_OFFSETS_SECONDS, ATTEMPT_TIMEOUT_SECONDS};
 pub use license::license_code;
