@@ -18,6 +18,7 @@ use paymos_core::rows::{DispatchRow, StartedAttempt};
 use paymos_core::standard_webhooks;
 use paymos_core::statements::{self as st, Arg, Bound};
 use std::time::Duration;
+use worker::wasm_bindgen_futures::JsFuture;
 use worker::{
     AbortController, D1Database, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
     RequestRedirect, ResponseBody,
@@ -26,8 +27,9 @@ use worker::{
 /// Sends what a committed transaction released to the effects queue; a failed send is logged
 /// and left to the sweeper (the effects are durable and pending). Never dispatched in the
 /// deliveries' consumer itself: a queue's next batch waits for the invocation (its `waitUntil`
-/// too), so an order system hanging for its timeout would hold up every delivery behind it
-/// (interface §7: slow third-party calls belong behind a queue; docs/decisions.md).
+/// too, checked in Miniflare), so an order system hanging for its timeout would hold up every
+/// delivery behind it (interface §7: slow third-party calls belong behind a queue;
+/// docs/decisions.md).
 pub async fn send_released(env: &Env, released: &[String]) {
     // With no order system to push to (pull mode, or a URL that cannot be used) there is
     // nothing to send: the effects wait, pending, in the feed; once an order system is
@@ -104,7 +106,7 @@ pub async fn post_signed(
     match select(send, timeout).await {
         Either::Left((Ok(resp), _)) => {
             let status = resp.status_code();
-            release(&resp);
+            release(&resp).await;
             if (200..300).contains(&status) {
                 Ok(())
             } else {
@@ -123,11 +125,11 @@ pub async fn post_signed(
 /// an invocation has six (`SIMULTANEOUS_POSTS`): a dispatcher batch's second wave could wait
 /// for one until its timeout. Measured (bench/README.md, "Every dispatch through the effects
 /// queue"): against `paymos orders`, the end-to-end run's p99 was 10.1-10.3 s in 5 of 8 runs
-/// without this (effects waiting out the 10 s timeout), 151-219 ms in 5 of 5 with it.
-fn release(resp: &worker::Response) {
+/// without this (effects waiting out the 10 s timeout), 151-219 ms in 5 of 5 with it. Awaited,
+/// so that a stream that had already failed rejects here, not as an unhandled rejection.
+async fn release(resp: &worker::Response) {
     if let ResponseBody::Stream(body) = resp.body() {
-        // the promise says when the cancel is done; nothing needs to wait for it
-        let _ = body.cancel();
+        let _ = JsFuture::from(body.cancel()).await;
     }
 }
 
