@@ -1,6 +1,6 @@
-// POST → the order system's 2xx for two builds side by side: each round starts a fresh worker
-// per script (the order reversed every other round) against one `paymos orders`, and runs the
-// e2e load twice: closed loop (200 paid invoices at 16 connections, each waiting for its
+// POST → the order system's 2xx for two builds side by side, against one `paymos orders`: each
+// round runs each script (the order reversed every other round) on a fresh worker per load,
+// the e2e load twice: closed loop (200 paid invoices at 16 connections, each waiting for its
 // effect, as `npm run bench`'s e2e part) and open loop (1,000 sent as fast as 16 connections
 // go). Prints each run's effect latency p50 / p99. A development tool, not part of npm test.
 //   node bench/e2e-ab.mjs A.js B.js [--rounds 2]
@@ -19,19 +19,18 @@ const SECRET = "whsec_" + Buffer.from("paymos-bench-order-system-key-32").toStri
 const port = await freePort();
 const orders = spawn(paymos, ["orders", "--port", String(port), "--secret", SECRET, "--quiet"], { stdio: ["ignore", "ignore", "inherit"] });
 const ordersUrl = `http://127.0.0.1:${port}`;
-for (let i = 0; i < 100; i++) {
-  try {
-    if ((await fetch(`${ordersUrl}/healthz`)).ok) break;
-  } catch {
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 const vars = { ORDER_SYSTEM_URL: `${ordersUrl}/orders`, ORDER_SYSTEM_SECRET: SECRET };
 const LOOPS = {
   closed: ["--requests", "200", "--orders-url", ordersUrl],
   open: ["--requests", "1000", "--orders-url", ordersUrl, "--open-loop", "--effect-timeout-seconds", "120"],
 };
 try {
+  for (let i = 0; ; i++) {
+    const up = await fetch(`${ordersUrl}/healthz`).then((r) => r.ok, () => false);
+    if (up) break;
+    if (i === 100) throw new Error(`paymos orders did not come up at ${ordersUrl}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
   for (let r = 0; r < rounds; r++) {
     for (const script of r % 2 ? [b, a] : [a, b]) {
       for (const [loop, extra] of Object.entries(LOOPS)) {
