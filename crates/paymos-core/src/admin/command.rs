@@ -340,7 +340,7 @@ fn text(body: &[u8]) -> Cow<'_, str> {
 
 /// The parameters that are numbers (`integer` in the OpenAPI document): an empty one is not a
 /// number, and is refused rather than left out.
-const NUMBERS: [&str; 2] = ["limit", "hours"];
+pub(crate) const NUMBERS: [&str; 2] = ["limit", "hours"];
 
 /// The query's filters: each parameter decoded, its value trimmed, the empty ones left out
 /// (an empty filter filters nothing) but for [`NUMBERS`].

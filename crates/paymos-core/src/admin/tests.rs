@@ -959,3 +959,25 @@ fn history_hours() {
         assert_eq!(hours(bad), Err("invalid_hours"), "{bad}");
     }
 }
+
+/// The query parameters an empty value of which is refused are exactly the OpenAPI document's
+/// integer ones: a parameter made an integer there, and not listed, would accept `name=`.
+#[test]
+fn empty_numbers_are_the_documents_integers() {
+    let doc: serde_json::Value = serde_json::from_str(super::openapi::DOCUMENT).unwrap();
+    let mut integers: Vec<String> = Vec::new();
+    for op in doc["paths"].as_object().unwrap().values() {
+        for method in op.as_object().unwrap().values() {
+            for p in method["parameters"].as_array().into_iter().flatten() {
+                if p["in"] == "query" && p["schema"]["type"] == "integer" {
+                    integers.push(p["name"].as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    integers.sort();
+    integers.dedup();
+    let mut numbers: Vec<String> = command::NUMBERS.iter().map(|s| s.to_string()).collect();
+    numbers.sort();
+    assert_eq!(integers, numbers);
+}
