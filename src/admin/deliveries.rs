@@ -75,9 +75,9 @@ fn delivery_status(d: &DeliveryRow) -> &'static str {
 }
 
 /// A delivery as the API shows it. An archived one (interface §10) answers as before, with
-/// `archived: true`, `archived_at`, `archive_key` and `body: null`: its body is in that
-/// object, read back by a replay (or by `docs/recovery.md`'s script), not by a GET, which
-/// stays one D1 read and answers while R2 does not.
+/// `archived: true`, `archived_at`, `archive_key` and, as its row has it, `body: null`: a
+/// list reads no object, and `get` puts the body read back from that object in its place
+/// (null if it cannot be read).
 fn delivery_json(d: DeliveryRow) -> Value {
     let status = delivery_status(&d);
     let archived = d.archived_at.is_some();
