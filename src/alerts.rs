@@ -12,11 +12,13 @@
 
 use crate::config::{self, ConfigError, SignedEndpoint};
 use crate::error::{AppError, AppResult};
-use crate::sql::{self, AlertRow};
+use crate::sql::{self, AlertRow, KeptAlert};
 use crate::{effects, log, metrics, transition};
 use paymos_core::alerts::{
     database_unavailable, database_unavailable_id, decide, observe, Action, AlertKind, Facts, Kept,
+    Observation,
 };
+use paymos_core::statements::Bound;
 use paymos_core::time::{iso_minute, iso_timestamp};
 use serde_json::json;
 use std::cell::RefCell;
@@ -39,6 +41,7 @@ thread_local! {
     static OUTAGE: RefCell<Option<Outage>> = const { RefCell::new(None) };
 }
 
+/// One cron run: the facts observed, each kind's decision carried out, the sends made.
 pub async fn evaluate(env: &Env) -> AppResult<()> {
     let db = match sql::database(env) {
         Ok(db) => db,
@@ -50,8 +53,44 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
         Err(e) => return Err(e),
     };
     recovered(&db).await;
+    let observed = observe(&facts(env, &snap));
+    let kept = sql::kept_alerts(&db).await?;
+    let webhook = config::alert_webhook(env);
+    let now = crate::clock::now_seconds();
+    let minute = iso_minute(now);
+    // the writes that send nothing (an update not due, a resolution) and this run's sample go
+    // in one batch at the end: one D1 call, not one each
+    let mut run = Run {
+        db: &db,
+        quiet: Vec::new(),
+        resolved: Vec::new(),
+    };
+    for kind in AlertKind::ALL.into_iter().filter(|k| k.kept_in_d1()) {
+        let o = observed.iter().find(|o| o.kind == kind);
+        let k = kept.iter().find(|k| k.kind == kind.as_str());
+        let state = k.map(|k| Kept {
+            acknowledged: k.state == "acknowledged",
+            sent_at: k.sent_at_unix,
+            acked_mark: k.acked_mark,
+        });
+        let action = decide(o, state.as_ref(), now);
+        if let Some(id) = run.act(kind, action, o, k).await? {
+            send(&db, &webhook, &id).await?;
+        }
+    }
+    // what this run saw, for the health charts (the backlog and the outbox over time)
+    run.quiet.push(sql::sample_statement(&minute, &snap.facts));
+    sql::run_batch(&db, &run.quiet).await?;
+    for (id, kind) in run.resolved {
+        log::line("alert", id, "resolved", Some(kind));
+    }
+    Ok(())
+}
+
+/// What the alert conditions are decided from: the metrics' snapshot, and the burst size.
+fn facts(env: &Env, snap: &metrics::Snapshot) -> Facts {
     let f = &snap.facts;
-    let facts = Facts {
+    Facts {
         dead_deliveries: f.dead,
         dead_deliveries_mark: f.dead_mark,
         dead_effects: f.effects_dead,
@@ -67,25 +106,28 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
         signature_refusals_total: snap.signature_refusals_total(),
         signature_burst: config::signature_burst(env),
         storage: Some(snap.archive.storage_facts()),
-    };
-    let observed = observe(&facts);
-    let kept = sql::kept_alerts(&db).await?;
-    let webhook = config::alert_webhook(env);
-    let now = crate::clock::now_seconds();
-    let minute = iso_minute(now);
-    // the writes that send nothing (an update not due, a resolution) and this run's sample go
-    // in one batch at the end: one D1 call, not one each
-    let mut quiet = Vec::new();
-    let mut resolved = Vec::new();
-    for kind in AlertKind::ALL.into_iter().filter(|k| k.kept_in_d1()) {
-        let o = observed.iter().find(|o| o.kind == kind);
-        let k = kept.iter().find(|k| k.kind == kind.as_str());
-        let state = k.map(|k| Kept {
-            acknowledged: k.state == "acknowledged",
-            sent_at: k.sent_at_unix,
-            acked_mark: k.acked_mark,
-        });
-        let send_id = match decide(o, state.as_ref(), now) {
+    }
+}
+
+/// One cron run's writes over the alerts kept in D1: those that send nothing wait in `quiet`
+/// for one batch at the end.
+struct Run<'a> {
+    db: &'a D1Database,
+    quiet: Vec<Bound<'a>>,
+    resolved: Vec<(&'a str, &'static str)>,
+}
+
+impl<'a> Run<'a> {
+    /// Carries out the core's decision for one kind; the id of the alert to send, if any.
+    async fn act(
+        &mut self,
+        kind: AlertKind,
+        action: Action,
+        o: Option<&'a Observation>,
+        k: Option<&'a KeptAlert>,
+    ) -> AppResult<Option<String>> {
+        let db = self.db;
+        Ok(match action {
             Action::Nothing => None,
             Action::Open => {
                 let o = o.expect("open only for an observation");
@@ -94,7 +136,7 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
                     transition::hex(&transition::random_bytes::<12>()?)
                 );
                 sql::open_alert(
-                    &db,
+                    db,
                     &id,
                     kind.as_str(),
                     kind.severity(),
@@ -108,7 +150,7 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
             }
             Action::Update { send: false } => {
                 let (o, k) = (o.expect("observed"), k.expect("kept"));
-                quiet.push(sql::update_alert_statement(
+                self.quiet.push(sql::update_alert_statement(
                     &k.id, &o.summary, o.count, o.mark,
                 ));
                 None
@@ -116,33 +158,23 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
             Action::Update { send: true } => {
                 // updated before its send: the message carries the count and summary now
                 let (o, k) = (o.expect("observed"), k.expect("kept"));
-                sql::update_alert(&db, &k.id, &o.summary, o.count, o.mark).await?;
+                sql::update_alert(db, &k.id, &o.summary, o.count, o.mark).await?;
                 Some(k.id.clone())
             }
             Action::Reopen => {
                 let (o, k) = (o.expect("observed"), k.expect("kept"));
-                sql::reopen_alert(&db, &k.id, &o.summary, o.count, o.mark).await?;
+                sql::reopen_alert(db, &k.id, &o.summary, o.count, o.mark).await?;
                 log::line("alert", &k.id, "reopened", Some(kind.as_str()));
                 Some(k.id.clone())
             }
             Action::Resolve => {
                 let k = k.expect("kept");
-                quiet.push(sql::resolve_alert_statement(&k.id));
-                resolved.push((k.id.as_str(), kind.as_str()));
+                self.quiet.push(sql::resolve_alert_statement(&k.id));
+                self.resolved.push((&k.id, kind.as_str()));
                 None
             }
-        };
-        if let Some(id) = send_id {
-            send(&db, &webhook, &id).await?;
-        }
+        })
     }
-    // what this run saw, for the health charts (the backlog and the outbox over time)
-    quiet.push(sql::sample_statement(&minute, f));
-    sql::run_batch(&db, &quiet).await?;
-    for (id, kind) in resolved {
-        log::line("alert", id, "resolved", Some(kind));
-    }
-    Ok(())
 }
 
 /// D1 could not be read: `database_unavailable`, sent without D1, logged.
