@@ -199,18 +199,38 @@ pub struct Observation {
 
 /// The conditions that hold, one observation per kind at most.
 pub fn observe(f: &Facts) -> Vec<Observation> {
-    let mut out = Vec::new();
-    let mut push = |kind, count, mark, summary: String| {
-        out.push(Observation {
+    [
+        dead_deliveries(f),
+        dead_effects(f),
+        deliveries_backlog(f),
+        effects_backlog(f),
+        reconciliation(f),
+        livemode_mismatch(f),
+        database_size(f),
+        archive(f),
+        signature_refusals(f),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+impl Observation {
+    /// An observation whose new instances lie one past the acknowledged mark.
+    fn new(kind: AlertKind, count: i64, mark: Option<i64>, summary: String) -> Self {
+        Observation {
             kind,
             count,
             mark,
             step: 1,
             summary,
-        })
-    };
-    if f.dead_deliveries > 0 {
-        push(
+        }
+    }
+}
+
+fn dead_deliveries(f: &Facts) -> Option<Observation> {
+    (f.dead_deliveries > 0).then(|| {
+        Observation::new(
             AlertKind::DeliveryDead,
             f.dead_deliveries,
             f.dead_deliveries_mark,
@@ -218,10 +238,13 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
                 "{} deliveries are dead (their processing kept failing); replay them once fixed, or dismiss them",
                 f.dead_deliveries
             ),
-        );
-    }
-    if f.dead_effects > 0 {
-        push(
+        )
+    })
+}
+
+fn dead_effects(f: &Facts) -> Option<Observation> {
+    (f.dead_effects > 0).then(|| {
+        Observation::new(
             AlertKind::EffectDead,
             f.dead_effects,
             f.dead_effects_mark,
@@ -229,66 +252,71 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
                 "{} effects could not be delivered to the order system; redeliver them, or dismiss them",
                 f.dead_effects
             ),
-        );
-    }
-    if let Some(age) = f
+        )
+    })
+}
+
+fn deliveries_backlog(f: &Facts) -> Option<Observation> {
+    let age = f
         .oldest_unprocessed_seconds
-        .filter(|a| *a > BACKLOG_SECONDS)
-    {
-        push(
-            AlertKind::DeliveriesBacklog,
+        .filter(|a| *a > BACKLOG_SECONDS)?;
+    Some(Observation::new(
+        AlertKind::DeliveriesBacklog,
+        f.unprocessed_deliveries,
+        Some(magnitude(f.unprocessed_deliveries)),
+        format!(
+            "{} deliveries unprocessed, the oldest for {} min",
             f.unprocessed_deliveries,
-            Some(magnitude(f.unprocessed_deliveries)),
-            format!(
-                "{} deliveries unprocessed, the oldest for {} min",
-                f.unprocessed_deliveries,
-                age / 60
-            ),
-        );
-    }
-    if let Some(age) = f
+            age / 60
+        ),
+    ))
+}
+
+fn effects_backlog(f: &Facts) -> Option<Observation> {
+    let age = f
         .oldest_pending_effect_seconds
-        .filter(|a| *a > BACKLOG_SECONDS)
-    {
-        push(
-            AlertKind::EffectsBacklog,
+        .filter(|a| *a > BACKLOG_SECONDS)?;
+    Some(Observation::new(
+        AlertKind::EffectsBacklog,
+        f.pending_effects,
+        Some(magnitude(f.pending_effects)),
+        format!(
+            "{} effects pending, the oldest for {} min (an order system down, or a fulfilment awaiting its order_ref)",
             f.pending_effects,
-            Some(magnitude(f.pending_effects)),
-            format!(
-                "{} effects pending, the oldest for {} min (an order system down, or a fulfilment awaiting its order_ref)",
-                f.pending_effects,
-                age / 60
-            ),
-        );
+            age / 60
+        ),
+    ))
+}
+
+/// Not ok: findings, an unreachable provider, or a truncated run, a run that did not finish
+/// in one invocation included (interface §6: it reports `truncated`, `ok: false` until the
+/// cron's continuations finish it; the alert resolves when a run is ok).
+fn reconciliation(f: &Facts) -> Option<Observation> {
+    let r = f.reconciliation.as_ref().filter(|r| !r.ok)?;
+    let findings = r.missing + r.doubled + r.unprocessed;
+    let mut summary = format!(
+        "reconciliation {}: {} missing, {} doubled, {} unprocessed",
+        r.state, r.missing, r.doubled, r.unprocessed
+    );
+    if r.state == "running" {
+        summary.push_str(" so far (not finished in one invocation: continued by the cron)");
     }
-    if let Some(r) = &f.reconciliation {
-        // not ok: findings, an unreachable provider, or a truncated run, a run that did not
-        // finish in one invocation included (interface §6: it reports `truncated`, `ok: false`
-        // until the cron's continuations finish it; the alert resolves when a run is ok)
-        if !r.ok {
-            let findings = r.missing + r.doubled + r.unprocessed;
-            let mut summary = format!(
-                "reconciliation {}: {} missing, {} doubled, {} unprocessed",
-                r.state, r.missing, r.doubled, r.unprocessed
-            );
-            if r.state == "running" {
-                summary.push_str(" so far (not finished in one invocation: continued by the cron)");
-            }
-            if let Some(e) = &r.error {
-                summary.push_str(&format!(" ({e})"));
-            }
-            // counted as one at least; marked by its findings, so that the first one after
-            // an acknowledged failure (provider unreachable, truncated) is new
-            push(
-                AlertKind::Reconciliation,
-                findings.max(1),
-                Some(findings),
-                summary,
-            );
-        }
+    if let Some(e) = &r.error {
+        summary.push_str(&format!(" ({e})"));
     }
-    if f.livemode_mismatches_recent > 0 {
-        push(
+    // counted as one at least; marked by its findings, so that the first one after an
+    // acknowledged failure (provider unreachable, truncated) is new
+    Some(Observation::new(
+        AlertKind::Reconciliation,
+        findings.max(1),
+        Some(findings),
+        summary,
+    ))
+}
+
+fn livemode_mismatch(f: &Facts) -> Option<Observation> {
+    (f.livemode_mismatches_recent > 0).then(|| {
+        Observation::new(
             AlertKind::LivemodeMismatch,
             f.livemode_mismatches_recent,
             f.livemode_mark,
@@ -296,42 +324,48 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
                 "{} deliveries in the last 24 h were for the other mode (live/test) and changed nothing",
                 f.livemode_mismatches_recent
             ),
-        );
-    }
-    if let Some(s) = &f.storage {
-        let limit = s.size_limit_bytes.max(1);
-        if let Some(bytes) = s.database_bytes.filter(|b| {
-            i128::from(*b) * 100 >= i128::from(limit) * i128::from(DATABASE_SIZE_ALERT_PERCENT)
-        }) {
-            let percent = (i128::from(bytes) * 100 / i128::from(limit)) as i64;
-            push(
-                AlertKind::DatabaseSize,
-                percent,
-                // 5 points more than an acknowledgement covered is new (80 → 85 → 90 %)
-                Some(percent / DATABASE_SIZE_STEP_PERCENT),
-                format!(
-                    "the database is {} of its {} cap ({percent} %): past it every delivery is refused; check the archive runs, lower RETENTION_DAYS or POST /admin/api/archive",
-                    bytes_text(bytes),
-                    bytes_text(limit)
-                ),
-            );
-        }
-        if let Some((run, error)) = &s.archive_failed {
-            // its count is the failed run's id: a later run that fails too is another one
-            push(
-                AlertKind::Archive,
-                *run,
-                // a later failing run is a new instance: it reopens an acknowledged alert
-                Some(*run),
-                format!(
-                    "archiving run {run} failed and removed nothing of its failing chunk: {error}"
-                ),
-            );
-        }
-    }
+        )
+    })
+}
+
+fn database_size(f: &Facts) -> Option<Observation> {
+    let s = f.storage.as_ref()?;
+    let limit = s.size_limit_bytes.max(1);
+    let bytes = s.database_bytes.filter(|b| {
+        i128::from(*b) * 100 >= i128::from(limit) * i128::from(DATABASE_SIZE_ALERT_PERCENT)
+    })?;
+    let percent = (i128::from(bytes) * 100 / i128::from(limit)) as i64;
+    Some(Observation::new(
+        AlertKind::DatabaseSize,
+        percent,
+        // 5 points more than an acknowledgement covered is new (80 → 85 → 90 %)
+        Some(percent / DATABASE_SIZE_STEP_PERCENT),
+        format!(
+            "the database is {} of its {} cap ({percent} %): past it every delivery is refused; check the archive runs, lower RETENTION_DAYS or POST /admin/api/archive",
+            bytes_text(bytes),
+            bytes_text(limit)
+        ),
+    ))
+}
+
+fn archive(f: &Facts) -> Option<Observation> {
+    let (run, error) = f.storage.as_ref()?.archive_failed.as_ref()?;
+    // its count is the failed run's id: a later run that fails too is another one
+    Some(Observation::new(
+        AlertKind::Archive,
+        *run,
+        // a later failing run is a new instance: it reopens an acknowledged alert
+        Some(*run),
+        format!("archiving run {run} failed and removed nothing of its failing chunk: {error}"),
+    ))
+}
+
+fn signature_refusals(f: &Facts) -> Option<Observation> {
     let burst = f.signature_burst.max(1);
-    if f.signature_refusals_recent >= burst {
-        push(
+    (f.signature_refusals_recent >= burst).then(|| Observation {
+        // a new burst is a burst's worth of refusals past the acknowledgement, not one more
+        step: burst,
+        ..Observation::new(
             AlertKind::SignatureRefusals,
             f.signature_refusals_recent,
             Some(f.signature_refusals_total),
@@ -339,11 +373,8 @@ pub fn observe(f: &Facts) -> Vec<Observation> {
                 "{} requests refused for their signature in 15 min: a secret rotated on one side only?",
                 f.signature_refusals_recent
             ),
-        );
-        // a new burst is a burst's worth of refusals past the acknowledgement, not one more
-        out.last_mut().expect("just pushed").step = burst;
-    }
-    out
+        )
+    })
 }
 
 /// An alert as kept.
