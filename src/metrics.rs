@@ -163,15 +163,20 @@ impl Snapshot {
 
     /// The Prometheus text exposition format (0.0.4): `# HELP`, `# TYPE`, then samples.
     pub fn prometheus(&self) -> String {
-        let f = &self.facts;
         let mut out = String::new();
-        let labelled = |label: &str, rows: &[(&str, i64)]| -> Vec<(String, i64)> {
-            rows.iter()
-                .map(|(v, n)| (format!("{{{label}=\"{v}\"}}"), *n))
-                .collect()
-        };
+        self.deliveries_text(&mut out);
+        self.effects_text(&mut out);
+        self.requests_text(&mut out);
+        self.reconciliation_text(&mut out);
+        out.push_str(&self.archive.prometheus());
+        out
+    }
+
+    /// Deliveries by outcome, the backlog, dead ones, mismatches, the last one's time.
+    fn deliveries_text(&self, out: &mut String) {
+        let f = &self.facts;
         family(
-            &mut out,
+            out,
             "paymos_deliveries",
             "gauge",
             "Deliveries on record by outcome (unprocessed: not processed yet; dead: not dismissed; dismissed: dead, handled by an operator).",
@@ -193,7 +198,7 @@ impl Snapshot {
             .and_then(unix_of_iso)
             .unwrap_or(0);
         gauges(
-            &mut out,
+            out,
             &[
                 (
                     "paymos_deliveries_unprocessed",
@@ -222,8 +227,13 @@ impl Snapshot {
                 ),
             ],
         );
+    }
+
+    /// The outbox by dispatch state, its backlog and dead effects.
+    fn effects_text(&self, out: &mut String) {
+        let f = &self.facts;
         family(
-            &mut out,
+            out,
             "paymos_effects",
             "gauge",
             "Effects in the outbox by dispatch state (dead: not dismissed; dismissed: dead, handled by an operator; cancelled: by a refund).",
@@ -238,12 +248,16 @@ impl Snapshot {
                 ],
             ),
         );
-        gauges(&mut out, &[
+        gauges(out, &[
             ("paymos_effects_pending", "Effects not delivered to the order system yet.", f.effects_pending),
             ("paymos_effects_dead", "Effects the order system did not take within the retry ladder (redeliverable), not dismissed.", f.effects_dead),
             ("paymos_effects_awaiting_order_ref", "Fulfilments waiting for their order_ref before they can be sent.", f.effects_awaiting_order_ref),
             ("paymos_effects_oldest_pending_seconds", "Age of the oldest pending effect (0 when there is none).", f.oldest_pending_effect_seconds.unwrap_or(0)),
         ]);
+    }
+
+    /// Requests refused by status and reason, signatures accepted by secret.
+    fn requests_text(&self, out: &mut String) {
         let refused = |m: &BTreeMap<(String, String), i64>| -> Vec<(String, i64)> {
             m.iter()
                 .map(|((status, code), n)| {
@@ -259,21 +273,21 @@ impl Snapshot {
                 .collect()
         };
         family(
-            &mut out,
+            out,
             "paymos_requests_refused_total",
             "counter",
             "Requests refused (401, 400, 413) by status and reason, since counting began.",
             &refused(&self.refused_total),
         );
         family(
-            &mut out,
+            out,
             "paymos_requests_refused_last_hour",
             "gauge",
             "Requests refused (401, 400, 413) by status and reason in the last hour.",
             &refused(&self.refused_hour),
         );
         family(
-            &mut out,
+            out,
             "paymos_signatures_verified_total",
             "counter",
             "Accepted signatures by configured secret (first 8 hex of its SHA-256).",
@@ -283,27 +297,32 @@ impl Snapshot {
                 .map(|(s, n)| (format!("{{secret=\"{}\"}}", escape(s)), *n))
                 .collect::<Vec<_>>(),
         );
+    }
+
+    /// The last reconciliation's result, open alerts, configuration warnings.
+    fn reconciliation_text(&self, out: &mut String) {
+        let f = &self.facts;
         // before the first run there is no result: no sample (a 0 would read as a failed run)
         let r = self.reconciliation_facts();
         let last = |value: fn(&ReconciliationFacts) -> i64| -> Vec<(String, i64)> {
             r.iter().map(|r| (String::new(), value(r))).collect()
         };
         family(
-            &mut out,
+            out,
             "paymos_reconciliation_last_ok",
             "gauge",
             "1 if the last reconciliation run finished with nothing missing, unprocessed or doubled (no sample before the first run).",
             &last(|r| i64::from(r.ok)),
         );
         family(
-            &mut out,
+            out,
             "paymos_reconciliation_last_missing",
             "gauge",
             "Paid invoices the last reconciliation run found with no invoice.paid on record (no sample before the first run).",
             &last(|r| r.missing),
         );
         gauges(
-            &mut out,
+            out,
             &[
                 ("paymos_alerts_open", "Open alerts.", f.alerts_open),
                 (
@@ -313,9 +332,14 @@ impl Snapshot {
                 ),
             ],
         );
-        out.push_str(&self.archive.prometheus());
-        out
     }
+}
+
+/// Samples labelled `{label="value"}`, one per row.
+fn labelled(label: &str, rows: &[(&str, i64)]) -> Vec<(String, i64)> {
+    rows.iter()
+        .map(|(v, n)| (format!("{{{label}=\"{v}\"}}"), *n))
+        .collect()
 }
 
 /// One metric family: `# HELP`, `# TYPE`, then its samples (labels, value).
