@@ -11,6 +11,27 @@ export WASM_OPT_BIN="$ROOT/node_modules/.bin/wasm-opt"
 [ -x "$WASM_OPT_BIN" ] || { say "node_modules/.bin/wasm-opt is missing: run scripts/setup.sh"; exit 1; }
 if [ -x node_modules/esbuild/bin/esbuild ]; then export ESBUILD_BIN="$ROOT/node_modules/esbuild/bin/esbuild"; fi
 export PAYMOS_BUILD_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# wrangler dev runs this command twice as it starts: for its first bundle, and again when its
+# file watcher is ready ("The file src,crates/paymos-core/src changed, restarting build..." with
+# nothing changed; wrangler's own behaviour). A build whose inputs are as they were when build/
+# was made is skipped: their paths, sizes and times, the commit, the tools and the options.
+# PAYMOS_FORCE_BUILD=1 builds anyway.
+inputs_stamp() {
+  {
+    echo "$PAYMOS_BUILD_COMMIT ${PAYMOS_KEEP_WASM_NAMES:-0} $(rustc -V)"
+    "$WASM_BINDGEN_BIN" --version; "$WASM_OPT_BIN" --version
+    env | grep -E '^(CARGO_PROFILE|CARGO_BUILD|RUSTFLAGS|CARGO_ENCODED_RUSTFLAGS)' | sort || true
+    find src crates/paymos-core/src crates/paymos-core/examples crates/paymos-core/Cargo.toml \
+      Cargo.toml Cargo.lock build.rs scripts/build.sh scripts/wasm-strip-names.mjs -type f -printf '%p %s %T@\n' | sort
+  } | sha256sum | cut -d' ' -f1
+}
+stamp="$(inputs_stamp)"
+if [ "${PAYMOS_FORCE_BUILD:-0}" != 1 ] && [ -f build/index.js ] && [ -f build/index_bg.wasm ] \
+  && [ -f public/admin/machine.json ] && [ "$(cat build/.inputs 2>/dev/null)" = "$stamp" ]; then
+  say "build/ is up to date (its inputs are as they were when it was built)"
+  exit 0
+fi
+rm -f build/.inputs
 # the operators' page (public/, Workers Static Assets) reads the event types and each resource
 # kind's states from the core: public/admin/machine.json, generated here, never committed
 cargo run -q -p paymos-core --example machine_json -- public/admin/machine.json
@@ -30,3 +51,4 @@ fi
 raw=$(stat -c %s build/index_bg.wasm)
 gz=$(gzip -9 -c build/index_bg.wasm | wc -c)
 say "wasm size: $raw bytes raw, $gz bytes gzipped (build/index_bg.wasm)"
+echo "$stamp" > build/.inputs
