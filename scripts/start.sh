@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # npm start: set up, migrate the local D1, build and serve on http://127.0.0.1:8787
-#   PORT (8787) chooses the port; STATE_DIR, when set, is where the local D1 and queues persist
+#   PORT (8787) chooses the port; STATE_DIR, when set, is where the local D1 and R2 bucket persist
 #   (wrangler's --persist-to; default .wrangler/state), e.g. a scratch copy next to your own.
 #   Further arguments go to wrangler dev (e.g. --inspector-port 9230 beside another instance).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -113,9 +113,10 @@ export function mintHs256WithPublicKey(key, payload) {
 }
 
 // Run directly, a development stand-in for a team domain (.dev.vars.example):
-//   node tests/helpers/access.mjs [--port 8792] [--aud dev-access-aud] [--email you@example.com]
+//   node tests/helpers/access.mjs [--port 8792] [--aud dev-access-aud] [--email you@example.com] [--worker http://127.0.0.1:8787]
 // serves the certs document on 127.0.0.1 and prints a token (valid for 24 hours) to send as the
-// Cf-Access-Jwt-Assertion header or set as the CF_Authorization cookie.
+// Cf-Access-Jwt-Assertion header or set as the CF_Authorization cookie, and a curl that sends it
+// to the worker (npm start's address unless --worker names another).
 if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
   const arg = (name, fallback) => {
     const i = process.argv.indexOf(`--${name}`);
@@ -124,6 +125,7 @@ if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).
   const port = Number(arg("port", "8792"));
   const aud = arg("aud", "dev-access-aud");
   const email = arg("email", EMAIL);
+  const worker = arg("worker", "http://127.0.0.1:8787").replace(/\/+$/, "");
   const key = await newKey();
   const stub = await startJwksStub([key], { port });
   const team = stub.url;
@@ -132,6 +134,6 @@ if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).
   process.stdout.write(
     `team domain ${team} (ACCESS_TEAM_DOMAIN), audience ${aud} (ACCESS_AUD)\n` +
       `a token for ${email}, valid 24 hours:\n${token}\n` +
-      `curl -H 'Cf-Access-Jwt-Assertion: ${token}' http://127.0.0.1:8787/admin/api/whoami\n`,
+      `curl -H 'Cf-Access-Jwt-Assertion: ${token}' ${worker}/admin/api/whoami\n`,
   );
 }

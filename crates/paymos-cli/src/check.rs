@@ -22,7 +22,7 @@ pub struct CheckOptions {
     pub admin: Admin,
     pub secret: Secret,
     pub sandbox: Option<String>,
-    /// A `paymos orders` (the receiver's ORDER_SYSTEM_URL): adds step 6.
+    /// A `paymos orders` (the receiver's ORDER_SYSTEM_URL): adds steps 6 and 7.
     pub orders: Option<String>,
     pub timeout: Duration,
     pub json: bool,
@@ -859,7 +859,7 @@ pub const STEP_NAMES: [&str; 5] = [
     "reconciliation finds the invoice paid at the provider but never delivered",
 ];
 
-/// Runs the five steps (each runs even when an earlier one failed; a step that needs an
+/// Runs the five steps, seven with `--orders` (each runs even when an earlier one failed; a step that needs an
 /// earlier one's result says so). Exit 0 only when every step passes.
 pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
     o.admin.preflight()?;

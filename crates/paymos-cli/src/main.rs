@@ -121,7 +121,7 @@ struct CheckArgs {
     /// The `paymos sandbox` the receiver reconciles against (its PAYMOS_API_BASE); without it step 5 is partial
     #[arg(long, value_name = "URL")]
     sandbox: Option<String>,
-    /// The `paymos orders` the receiver delivers effects to (its ORDER_SYSTEM_URL): adds step 6, each fulfilment shipped exactly once
+    /// The `paymos orders` the receiver delivers effects to (its ORDER_SYSTEM_URL): adds step 6, each fulfilment shipped exactly once, and step 7, a refund that overtakes its payment ships nothing
     #[arg(long, value_name = "URL")]
     orders: Option<String>,
     /// Print one JSON report: {"steps":[{"step","name","pass","evidence"}],"pass"}
