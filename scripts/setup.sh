@@ -65,6 +65,13 @@ other_installs() {
     say "installing Debian's chromium (first time only; for the admin page's browser test)"
     apt_install chromium
   fi
+  # curl and jq, which the docs' commands use and tests/docs_commands*.test.mjs run as typed
+  local missing=()
+  for tool in curl jq; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+  if [ "${PAYMOS_SETUP_CHROMIUM:-0}" = 1 ] && [ ${#missing[@]} -gt 0 ]; then
+    say "installing ${missing[*]} (first time only; the docs' commands use them)"
+    apt_install "${missing[@]}"
+  fi
 }
 OTHER_LOG="$(mktemp)"
 other_installs >"$OTHER_LOG" 2>&1 &

@@ -24,15 +24,16 @@ say "simulation (paymos-sim: the shared SQL and plan under an adversarial world,
 CARGO_PROFILE_RELEASE_LTO=false cargo test --release -p paymos-sim --no-fail-fast
 # Two files at a time: a file spends most of its time waiting on workerd, its queues and timers,
 # so two share the 2 cores (17.4 min one at a time, 10.8 two at a time, 255 of 255 both ways).
-# Each file starts its own workerd on free ports with its own state directory. The cron trigger's
-# file runs `npm start`, whose wrangler dev rebuilds build/ and public/admin/machine.json
-# ([build] in wrangler.toml) under the other files' feet, so it runs alone, after them.
+# Each file starts its own workerd on free ports with its own state directory. The files that
+# run `npm start`, `npm run demo` or `wrangler deploy` build through wrangler ([build] in
+# wrangler.toml), which may rewrite build/ and public/admin/machine.json under the other files'
+# feet, so they run alone, after them.
 say "integration tests (Miniflare/workerd, local D1 and queues; two files at a time)"
-ALONE=tests/cron_trigger.test.mjs
+ALONE=(tests/cron_trigger.test.mjs tests/docs_commands_npm_start.test.mjs)
 TOGETHER=()
-for f in tests/*.test.mjs; do [ "$f" = "$ALONE" ] || TOGETHER+=("$f"); done
+for f in tests/*.test.mjs; do [[ " ${ALONE[*]} " == *" $f "* ]] || TOGETHER+=("$f"); done
 rc=0
 node --test --test-concurrency=2 --test-timeout=600000 "${TOGETHER[@]}" || rc=$?
-say "integration tests that rebuild the worker (npm start), alone"
-node --test --test-concurrency=1 --test-timeout=600000 "$ALONE" || rc=$?
+say "integration tests that build through wrangler (npm start, the demo, deploy), one at a time"
+node --test --test-concurrency=1 --test-timeout=900000 "${ALONE[@]}" || rc=$?
 exit "$rc"

@@ -1,4 +1,4 @@
-// The cron trigger as an operator fires it: `npm start`'s script (scripts/start.sh, so wrangler
+// The cron trigger as an operator fires it: `npm start` as typed (scripts/start.sh, so wrangler
 // dev with [assets] and --test-scheduled, on its own port and its own STATE_DIR), then the curl
 // command that start.sh prints and the README shows, run by curl itself. The other tests call
 // Miniflare's scheduled() directly, which reaches the Worker by another way: a trigger path that
@@ -6,109 +6,25 @@
 // with assets in wrangler 4.86, workers-sdk#9882) passed all of them; this one fails on it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { ROOT, eventually, freePort } from "./helpers/worker.mjs";
+import { ROOT, freePort } from "./helpers/worker.mjs";
+import { d1, npmStart } from "./helpers/shell.mjs";
 import { envelope, randomId } from "./helpers/paymos.mjs";
 
 const run = promisify(execFile);
-const WRANGLER = path.join(ROOT, "node_modules/.bin/wrangler");
-
-/** Runs SQL against the local D1 persisted under `dir`, as `wrangler d1 execute --local` does. */
-async function d1(dir, sql) {
-  const { stdout } = await run(WRANGLER, ["d1", "execute", "DB", "--local", "--persist-to", dir, "--json", "--command", sql], {
-    cwd: ROOT,
-    env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" },
-  });
-  return JSON.parse(stdout)[0].results;
-}
-
 const quote = (s) => `'${String(s).replaceAll("'", "''")}'`;
-
-/** `npm start` as a user types it (PORT and STATE_DIR set), in its own process group. */
-function npmStart(port, stateDir, inspectorPort) {
-  const child = spawn("bash", ["scripts/start.sh", "--inspector-port", String(inspectorPort)], {
-    cwd: ROOT,
-    detached: true,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, PORT: String(port), STATE_DIR: stateDir },
-  });
-  const state = { out: "", exited: null, logs: [] };
-  const echo = process.env.PAYMOS_TEST_LOGS === "1";
-  for (const stream of [child.stdout, child.stderr]) {
-    let buf = "";
-    stream.on("data", (chunk) => {
-      state.out += chunk;
-      if (echo) process.stderr.write(chunk);
-      buf += chunk;
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl).trim();
-        buf = buf.slice(nl + 1);
-        try {
-          const v = JSON.parse(line);
-          if (v && typeof v === "object") state.logs.push(v);
-        } catch {
-          /* wrangler's own lines */
-        }
-      }
-    });
-  }
-  child.on("exit", (code, signal) => (state.exited = { code, signal }));
-  const exited = new Promise((resolve) => child.on("exit", resolve));
-  return {
-    child,
-    state,
-    /** Polls `fn`, failing at once (with the output) if npm start has exited. */
-    until(what, fn, ms, every) {
-      return eventually(
-        what,
-        async () => {
-          if (state.exited) throw new Error(`npm start exited (${JSON.stringify(state.exited)}) before ${what}:\n${state.out.slice(-4000)}`);
-          return fn();
-        },
-        ms,
-        every,
-      );
-    },
-    /** Stops wrangler, its workerd and the build, all of the process group. */
-    async stop() {
-      if (state.exited) return;
-      try {
-        process.kill(-child.pid, "SIGTERM");
-      } catch {
-        return;
-      }
-      const killed = await Promise.race([exited.then(() => true), new Promise((r) => setTimeout(() => r(false), 10000))]);
-      if (!killed) {
-        try {
-          process.kill(-child.pid, "SIGKILL");
-        } catch {
-          /* gone meanwhile */
-        }
-        await exited;
-      }
-      // workerd may outlive the script that started it by a moment: the group, once more
-      await new Promise((r) => setTimeout(r, 500));
-      try {
-        process.kill(-child.pid, "SIGKILL");
-      } catch {
-        /* nothing left */
-      }
-    },
-  };
-}
 
 test("npm start, then the README's curl cron trigger: the sweeper runs and re-enqueues an old unprocessed delivery", async () => {
   const dir = await mkdtemp(path.join(tmpdir(), "paymos-cron-"));
   const port = await freePort();
   const inspectorPort = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const server = npmStart(port, dir, inspectorPort);
+  const server = npmStart(port, dir, ["--inspector-port", inspectorPort]);
   try {
     // the command start.sh prints for this port, and the README's for the default one: the same
     const printed = await server.until("start.sh to print the cron trigger", () => server.state.out.match(/cron triggers: (curl '[^']+')/)?.[1], 120000, 200);

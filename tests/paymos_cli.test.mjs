@@ -13,6 +13,7 @@ import { existsSync } from "node:fs";
 import { createServer } from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { finished } from "./helpers/shell.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 // where cargo put it: CARGO_TARGET_DIR when set (relative to the repository, as cargo reads it)
@@ -62,35 +63,16 @@ after(async () => {
 /** Runs the CLI to completion; never rejects on a non-zero exit. */
 function paymos(args, { timeoutMs = 120000 } = {}) {
   needBin();
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    // the defaults, not whatever the developer's shell exports
-    const env = { ...process.env };
-    delete env.PAYMOS_WEBHOOK_SECRET;
-    delete env.PAYMOS_ADMIN_TOKEN;
-    const child = spawn(BIN, args, { stdio: ["ignore", "pipe", "pipe"], env });
-    children.add(child);
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`paymos ${args.join(" ")} ran longer than ${timeoutMs} ms\n${stdout}\n${stderr}`));
-    }, timeoutMs);
-    child.on("error", reject);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      children.delete(child);
-      let json;
-      try {
-        json = JSON.parse(stdout);
-      } catch {
-        json = undefined;
-      }
-      resolve({ code, stdout, stderr, json, ms: Date.now() - started });
-    });
-  });
+  const started = Date.now();
+  // the defaults, not whatever the developer's shell exports
+  const env = { ...process.env };
+  delete env.PAYMOS_WEBHOOK_SECRET;
+  delete env.PAYMOS_ADMIN_TOKEN;
+  const child = spawn(BIN, args, { stdio: ["ignore", "pipe", "pipe"], env });
+  children.add(child);
+  return finished(child, `paymos ${args.join(" ")}`, timeoutMs)
+    .then((r) => ({ ...r, ms: Date.now() - started }))
+    .finally(() => children.delete(child));
 }
 
 /** Starts `paymos sandbox` on a free port and waits for its "listening on" line. */
