@@ -158,10 +158,41 @@ pub fn hourly(
         .map(|i| iso_hour(first + 3600 * i))
         .collect();
     let (first_hour, first_minute) = window(now, hours);
-    let mut buckets: Vec<Bucket> = keys
+    let mut buckets: Vec<Bucket> = keys.iter().map(|h| Bucket::empty(h)).collect();
+    let at = |hour: &str| keys.iter().position(|k| k == hour);
+    for d in &rows.deliveries {
+        if let Some(i) = at(&d.hour) {
+            buckets[i].add_deliveries(&d.status, d.count);
+        }
+    }
+    let refusals = rows
+        .refusals
         .iter()
-        .map(|h| Bucket {
-            hour: format!("{h}:00Z"),
+        .map(|r| (r.hour.as_str(), r.label.as_str(), r.count));
+    // this isolate's, from the window's first minute on
+    let unflushed = unflushed
+        .iter()
+        .filter(|(minute, _, _)| minute.as_str() >= first_minute.as_str() && minute.len() >= 13)
+        .map(|(minute, label, n)| (&minute[..13], label.as_str(), *n));
+    for (hour, label, n) in refusals.chain(unflushed) {
+        if let Some(i) = at(hour) {
+            buckets[i].refused.add(label, n);
+        }
+    }
+    add_samples(&mut buckets, &keys, &first_hour, rows, current);
+    History {
+        hours,
+        from: format!("{first_hour}:00Z"),
+        now: format!("{}Z", iso_minute(now)),
+        buckets,
+    }
+}
+
+impl Bucket {
+    /// An hour with nothing counted and no sample.
+    fn empty(hour: &str) -> Bucket {
+        Bucket {
+            hour: format!("{hour}:00Z"),
             deliveries: DELIVERY_STATUSES
                 .iter()
                 .map(|s| (s.to_string(), 0))
@@ -185,61 +216,57 @@ pub fn hourly(
                 dead: None,
                 oldest_pending_seconds: None,
             },
-        })
-        .collect();
-    let at = |hour: &str| keys.iter().position(|k| k == hour);
-
-    for d in &rows.deliveries {
-        if let Some(i) = at(&d.hour) {
-            let status = if DELIVERY_STATUSES.contains(&d.status.as_str()) {
-                d.status.clone()
-            } else {
-                "unprocessed".to_string()
-            };
-            *buckets[i].deliveries.entry(status).or_insert(0) += d.count;
-            *buckets[i].deliveries.entry("total".into()).or_insert(0) += d.count;
         }
     }
 
-    let mut refuse = |hour: &str, label: &str, n: i64| {
-        let Some(i) = at(hour) else { return };
-        let r = &mut buckets[i].refused;
-        r.total += n;
+    /// Deliveries received this hour that are now `status` (any other status: unprocessed).
+    fn add_deliveries(&mut self, status: &str, count: i64) {
+        let status = if DELIVERY_STATUSES.contains(&status) {
+            status
+        } else {
+            "unprocessed"
+        };
+        *self.deliveries.entry(status.to_string()).or_insert(0) += count;
+        *self.deliveries.entry("total".into()).or_insert(0) += count;
+    }
+}
+
+impl Refused {
+    /// Refusals under `label` (`"<status> <reason>"`).
+    fn add(&mut self, label: &str, n: i64) {
+        self.total += n;
         match label.split(' ').next().unwrap_or("") {
-            "401" => r.unauthorized += n,
-            "400" => r.bad_request += n,
-            "413" => r.too_large += n,
+            "401" => self.unauthorized += n,
+            "400" => self.bad_request += n,
+            "413" => self.too_large += n,
             _ => {}
         }
-        *r.by_reason.entry(label.to_string()).or_insert(0) += n;
-    };
-    for r in &rows.refusals {
-        refuse(&r.hour, &r.label, r.count);
+        *self.by_reason.entry(label.to_string()).or_insert(0) += n;
     }
-    for (minute, label, n) in unflushed {
-        if minute.as_str() >= first_minute.as_str() && minute.len() >= 13 {
-            refuse(&minute[..13], label, *n);
-        }
-    }
+}
 
-    // the samples, oldest first, with the current facts as the newest
+/// Each hour's backlog and outbox from its last sample, the current facts as the newest; the
+/// effects delivered during the hour from the difference with the sample before it.
+fn add_samples(
+    buckets: &mut [Bucket],
+    keys: &[String],
+    first_hour: &str,
+    rows: &Rows,
+    current: Option<Sample>,
+) {
     let mut samples: Vec<Sample> = rows.samples.clone();
     samples.sort_by(|a, b| a.at.cmp(&b.at));
-    if let Some(c) = current {
-        samples.push(c);
-    }
+    samples.extend(current);
     // the delivered count at the end of the previous hour: the last sample before the window
     let mut before: Option<i64> = samples
         .iter()
-        .rfind(|s| s.at.as_str() < first_hour.as_str())
+        .rfind(|s| s.at.as_str() < first_hour)
         .map(|s| s.effects_delivered);
-    for (i, key) in keys.iter().enumerate() {
-        let last = samples.iter().rfind(|s| s.at.starts_with(key.as_str()));
-        let Some(s) = last else {
+    for (b, key) in buckets.iter_mut().zip(keys) {
+        let Some(s) = samples.iter().rfind(|s| s.at.starts_with(key.as_str())) else {
             // no sample this hour: the base stays the last one known
             continue;
         };
-        let b = &mut buckets[i];
         b.backlog = Backlog {
             unprocessed: Some(s.unprocessed),
             oldest_seconds: s.oldest_unprocessed_seconds,
@@ -252,12 +279,6 @@ pub fn hourly(
             oldest_pending_seconds: s.oldest_pending_effect_seconds,
         };
         before = Some(s.effects_delivered);
-    }
-    History {
-        hours,
-        from: format!("{first_hour}:00Z"),
-        now: format!("{}Z", iso_minute(now)),
-        buckets,
     }
 }
 
