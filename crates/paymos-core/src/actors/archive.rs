@@ -449,27 +449,7 @@ impl Run {
     fn step(&mut self) -> Step {
         match self.phase {
             Phase::Open => Step::Open(self.open_statements()),
-            Phase::Select => {
-                // a chunk, then the closing, must fit in what is left
-                let left = self.settings.budget.saturating_sub(self.spent);
-                if left < CHUNK_COST + CLOSING_COST {
-                    self.ending = Some(if self.admin() {
-                        RunState::Partial
-                    } else {
-                        RunState::Running
-                    });
-                    self.phase = Phase::Finish;
-                    return self.step();
-                }
-                let (at, id) = self.cursor.clone().unzip();
-                let before = self.run.as_ref().map_or("", |r| r.before.as_str());
-                Step::Candidates(owned(st::ARCHIVE_CANDIDATES.bind(vec![
-                    Arg::text(before),
-                    Arg::opt(at.as_deref()),
-                    Arg::opt(id.as_deref()),
-                    Arg::Int(self.settings.max_lines as i64),
-                ])))
-            }
+            Phase::Select => self.select(),
             Phase::Load => {
                 let ids: Vec<&str> = self
                     .chunk
@@ -480,40 +460,9 @@ impl Run {
                 Step::Load(owned(st::ARCHIVE_BODIES.bind(vec![Arg::json_list(&ids)])))
             }
             Phase::Compress => Step::Compress(self.chunk.ndjson.take().unwrap_or_default()),
-            Phase::Write => {
-                let lines = &self.chunk.lines;
-                let (first, last) = match (lines.first(), lines.last()) {
-                    (Some(f), Some(l)) => (f.event_id.clone(), l.event_id.clone()),
-                    _ => Default::default(),
-                };
-                Step::Write(Object {
-                    key: self.chunk.key.clone(),
-                    gzip: self.chunk.gzip.take().unwrap_or_default(),
-                    sha256: self.chunk.gzip_sha256.clone(),
-                    metadata: vec![
-                        ("lines", lines.len().to_string()),
-                        ("sha256", self.chunk.gzip_sha256.clone()),
-                        ("ndjson_sha256", self.chunk.ndjson_sha256.clone()),
-                        ("first", first),
-                        ("last", last),
-                    ],
-                })
-            }
+            Phase::Write => Step::Write(self.object()),
             Phase::Remove => Step::Remove(self.remove_statements()),
-            Phase::Finish => {
-                let ending = self.ending.unwrap_or(RunState::Failed);
-                match &self.run {
-                    Some(run) => Step::Finish(owned(st::FINISH_ARCHIVE_RUN.bind(vec![
-                        Arg::Int(run.id),
-                        Arg::text(ending.as_str()),
-                        Arg::opt(self.error.as_deref()),
-                    ]))),
-                    None => {
-                        self.phase = Phase::Done;
-                        Step::Done
-                    }
-                }
-            }
+            Phase::Finish => self.finish(),
             Phase::Remaining => {
                 let before = self.run.as_ref().map_or("", |r| r.before.as_str());
                 Step::Remaining(owned(
@@ -521,6 +470,67 @@ impl Run {
                 ))
             }
             Phase::Done => Step::Done,
+        }
+    }
+
+    /// The next chunk's candidates, or the run's end when a chunk and the closing no longer
+    /// fit in what is left of the budget.
+    fn select(&mut self) -> Step {
+        let left = self.settings.budget.saturating_sub(self.spent);
+        if left < CHUNK_COST + CLOSING_COST {
+            self.ending = Some(if self.admin() {
+                RunState::Partial
+            } else {
+                RunState::Running
+            });
+            self.phase = Phase::Finish;
+            return self.step();
+        }
+        let (at, id) = self.cursor.clone().unzip();
+        let before = self.run.as_ref().map_or("", |r| r.before.as_str());
+        Step::Candidates(owned(st::ARCHIVE_CANDIDATES.bind(vec![
+            Arg::text(before),
+            Arg::opt(at.as_deref()),
+            Arg::opt(id.as_deref()),
+            Arg::Int(self.settings.max_lines as i64),
+        ])))
+    }
+
+    /// The chunk's object: its gzip, and what a reader checks it by (lines, digests, the
+    /// first and last event ids) as its metadata.
+    fn object(&mut self) -> Object {
+        let lines = &self.chunk.lines;
+        let (first, last) = match (lines.first(), lines.last()) {
+            (Some(f), Some(l)) => (f.event_id.clone(), l.event_id.clone()),
+            _ => Default::default(),
+        };
+        Object {
+            key: self.chunk.key.clone(),
+            gzip: self.chunk.gzip.take().unwrap_or_default(),
+            sha256: self.chunk.gzip_sha256.clone(),
+            metadata: vec![
+                ("lines", lines.len().to_string()),
+                ("sha256", self.chunk.gzip_sha256.clone()),
+                ("ndjson_sha256", self.chunk.ndjson_sha256.clone()),
+                ("first", first),
+                ("last", last),
+            ],
+        }
+    }
+
+    /// The run's row closed with how it ended; no row (it never started): done.
+    fn finish(&mut self) -> Step {
+        let ending = self.ending.unwrap_or(RunState::Failed);
+        match &self.run {
+            Some(run) => Step::Finish(owned(st::FINISH_ARCHIVE_RUN.bind(vec![
+                Arg::Int(run.id),
+                Arg::text(ending.as_str()),
+                Arg::opt(self.error.as_deref()),
+            ]))),
+            None => {
+                self.phase = Phase::Done;
+                Step::Done
+            }
         }
     }
 
