@@ -20,8 +20,8 @@ use crate::error::{js_message, AppError, AppResult};
 use crate::sql::{self, DbError};
 use crate::{config, log};
 use paymos_core::actors::archive::{
-    self as core, Candidate, Line, ReadBack, Report, Run, RunRow, RunState, Settings, Start, Step,
-    BACKLOG_CAP, MIN_SHARE,
+    self as core, ReadBack, Report, Run, RunRow, RunState, Settings, Start, Step, BACKLOG_CAP,
+    MIN_SHARE, REMOVED_AT,
 };
 use paymos_core::actors::sweep::{restore_statement, Claimed, ReplayFilter as SweepFilter};
 use paymos_core::admin::audit::{archive_outcome, Outcome, Record};
@@ -217,11 +217,6 @@ struct Bodies {
     bodies: i64,
 }
 
-/// A failed D1 call as the run records it: the statement and the kind (`DbError`).
-fn db_error(e: &DbError) -> String {
-    e.to_string()
-}
-
 /// One invocation's share of a run: each step the core asks for, done.
 pub async fn run(env: &Env, bucket: &R2, db: &D1Database, start: Start, budget: u32) -> Report {
     let mut run = Run::new(start, Settings::new(budget));
@@ -229,72 +224,51 @@ pub async fn run(env: &Env, bucket: &R2, db: &D1Database, start: Start, budget: 
     let mut step = run.next();
     loop {
         step = match step {
-            Step::Open(statements) => match sql::run_batch(db, &statements).await {
-                Ok(results) => {
-                    let last = results.len().saturating_sub(1);
-                    let row = sql::rows_of::<RunRow>(&results, last).map(|r| r.into_iter().next());
-                    match row {
-                        Ok(row) => {
-                            run.opened(row);
-                            run.next()
-                        }
-                        Err(e) => run.db_failed(&e.to_string()),
-                    }
-                }
-                Err(e) => run.db_failed(&db_error(&e)),
-            },
-            Step::Candidates(b) => match sql::all_rows::<Candidate>(db, b).await {
-                Ok(rows) => {
-                    run.candidates(rows);
-                    run.next()
-                }
-                Err(e) => run.db_failed(&db_error(&e)),
-            },
-            Step::Load(b) => match sql::all_rows::<Line>(db, b).await {
-                Ok(rows) => {
-                    run.loaded(rows);
-                    run.next()
-                }
-                Err(e) => run.db_failed(&db_error(&e)),
-            },
             Step::Compress(text) => run.compressed(gzip(&text).await),
             Step::Write(object) => {
                 let read = write_and_read_back(bucket, object, fault).await;
                 run.read_back(read)
             }
-            Step::Remove(statements) => match sql::run_batch(db, &statements).await {
-                Ok(results) => {
-                    let removed =
-                        sql::rows_of::<Removed>(&results, paymos_core::actors::archive::REMOVED_AT)
-                            .map(|v| v.len());
-                    match removed {
-                        Ok(n) => {
-                            run.removed(n);
-                            run.next()
-                        }
-                        Err(e) => run.db_failed(&e.to_string()),
-                    }
-                }
-                Err(e) => run.db_failed(&db_error(&e)),
-            },
-            Step::Finish(b) => match sql::run_batch(db, &[b]).await {
-                Ok(_) => {
-                    run.finished();
-                    run.next()
-                }
-                Err(e) => run.db_failed(&db_error(&e)),
-            },
-            Step::Remaining(b) => match sql::all_rows::<Bodies>(db, b).await {
-                Ok(rows) => {
-                    run.remaining(rows.first().map_or(0, |r| r.bodies));
-                    run.next()
-                }
-                Err(e) => run.db_failed(&db_error(&e)),
-            },
             Step::Done => break,
+            // a failed D1 call is recorded with its statement and kind (`DbError`)
+            step => match database_step(db, &mut run, step).await {
+                Ok(()) => run.next(),
+                Err(e) => run.db_failed(&e),
+            },
         };
     }
     run.report()
+}
+
+/// A step that is a D1 call: its answer handed to the run.
+async fn database_step(db: &D1Database, run: &mut Run, step: Step) -> Result<(), String> {
+    let text = |e: DbError| e.to_string();
+    match step {
+        Step::Open(statements) => {
+            let results = sql::run_batch(db, &statements).await.map_err(text)?;
+            let last = results.len().saturating_sub(1);
+            let rows = sql::rows_of::<RunRow>(&results, last).map_err(text)?;
+            run.opened(rows.into_iter().next());
+        }
+        Step::Candidates(b) => run.candidates(sql::all_rows(db, b).await.map_err(text)?),
+        Step::Load(b) => run.loaded(sql::all_rows(db, b).await.map_err(text)?),
+        Step::Remove(statements) => {
+            let results = sql::run_batch(db, &statements).await.map_err(text)?;
+            let removed = sql::rows_of::<Removed>(&results, REMOVED_AT).map_err(text)?;
+            run.removed(removed.len());
+        }
+        Step::Finish(b) => {
+            sql::run_batch(db, &[b]).await.map_err(text)?;
+            run.finished();
+        }
+        Step::Remaining(b) => {
+            let rows: Vec<Bodies> = sql::all_rows(db, b).await.map_err(text)?;
+            run.remaining(rows.first().map_or(0, |r| r.bodies));
+        }
+        // run() does these itself; never sent here
+        Step::Compress(_) | Step::Write(_) | Step::Done => return Err("not a D1 call".into()),
+    }
+    Ok(())
 }
 
 /// Puts the object, gets it back and gunzips what was read.
