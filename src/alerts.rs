@@ -213,39 +213,7 @@ async fn unavailable(env: &Env, error: &str) -> AppResult<()> {
         reopens: 0,
     };
     log::line("alert", &id, "database_unavailable", Some(error));
-    let sent = match config::alert_webhook(env) {
-        Ok(Some(endpoint)) => {
-            // the alert's id is the message's: every copy within the hour is one message
-            match effects::post_signed(&endpoint, &id, body(&alert), SEND_TIMEOUT_MS).await {
-                Ok(()) => {
-                    log::line("alert", &id, "sent", Some(&alert.kind));
-                    true
-                }
-                Err(e) => {
-                    log::line(
-                        "alert",
-                        &id,
-                        "send_failed",
-                        Some(&format!("the alert webhook {e}")),
-                    );
-                    false
-                }
-            }
-        }
-        Ok(None) => {
-            log::line(
-                "alert",
-                &id,
-                "not_sent",
-                Some("ALERT_WEBHOOK_URL is not set: database_unavailable is only logged"),
-            );
-            false
-        }
-        Err(why) => {
-            log::line("alert", &id, "not_configured", Some(&why.to_string()));
-            false
-        }
-    };
+    let sent = send_without_d1(env, &alert).await;
     OUTAGE.with(|o| {
         if let Some(outage) = o.borrow_mut().as_mut() {
             outage.sends += i64::from(sent);
@@ -253,6 +221,35 @@ async fn unavailable(env: &Env, error: &str) -> AppResult<()> {
         }
     });
     Ok(())
+}
+
+/// `database_unavailable` sent to the alert webhook, if one is configured: whether it went.
+/// The alert's id is the message's, so every copy within the hour is one message.
+async fn send_without_d1(env: &Env, alert: &AlertRow) -> bool {
+    let id = alert.id.as_str();
+    let endpoint = match config::alert_webhook(env) {
+        Ok(Some(endpoint)) => endpoint,
+        Ok(None) => {
+            let why = "ALERT_WEBHOOK_URL is not set: database_unavailable is only logged";
+            log::line("alert", id, "not_sent", Some(why));
+            return false;
+        }
+        Err(why) => {
+            log::line("alert", id, "not_configured", Some(&why.to_string()));
+            return false;
+        }
+    };
+    match effects::post_signed(&endpoint, id, body(alert), SEND_TIMEOUT_MS).await {
+        Ok(()) => {
+            log::line("alert", id, "sent", Some(&alert.kind));
+            true
+        }
+        Err(e) => {
+            let why = format!("the alert webhook {e}");
+            log::line("alert", id, "send_failed", Some(&why));
+            false
+        }
+    }
 }
 
 /// D1 answers again: an outage this isolate saw is put on record, resolved (best effort: a
