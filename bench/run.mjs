@@ -4,7 +4,7 @@
 // `paymos load` over loopback. Then, for ours and the JS receiver: what one delivery costs in
 // D1 and queue operations (bench/meter.mjs, from D1's own result meta), whether the consumer
 // keeps up at the maximum rate, and (ours) the way to the order system. Prints the tables and
-// writes bench/results/latest.json.
+// writes bench/results/latest.json (bench/results/partial.json for a run of some parts, --only=).
 // No assertion on time anywhere: these machines are shared and noisy, ratios from one run are what counts.
 import { spawn } from "node:child_process";
 import { readFile, writeFile, mkdir, stat } from "node:fs/promises";
@@ -448,5 +448,7 @@ const report = lines.join("\n");
 console.log(report);
 await mkdir(path.join(ROOT, "bench/results"), { recursive: true });
 results.summary_markdown = report;
-await writeFile(path.join(ROOT, "bench/results/latest.json"), JSON.stringify(results, null, 2) + "\n");
-console.error("[bench] wrote bench/results/latest.json");
+// a run of some parts (--only=) must not replace the last full run, which the READMEs quote
+const out = only ? "bench/results/partial.json" : "bench/results/latest.json";
+await writeFile(path.join(ROOT, out), JSON.stringify(results, null, 2) + "\n");
+console.error(`[bench] wrote ${out}`);
