@@ -10,9 +10,9 @@ import { deliver, envelope, randomId } from "./helpers/paymos.mjs";
 
 // Miniflare's SynchronousFetcher thread, with one hook: once `armed[0]` is set, the next request
 // it takes first wakes the main thread's `Atomics.wait` (as a late `Atomics.notify` of the call
-// before does), and only then is answered, so the main thread finds no reply: what broke the proxy
-// in CI, without the timing. Miniflare reads `Worker` off this module object when it starts the
-// thread, so the subclass is used; any other thread is started unchanged.
+// before does), and is answered half a second later, so the main thread finds no reply: what
+// broke the proxy in CI, without the timing. Miniflare reads `Worker` off this module object when
+// it starts the thread, so the subclass is used; any other thread is started unchanged.
 const armed = new Int32Array(new SharedArrayBuffer(8));
 const WAKE_FIRST = `{
   const { port, notifyHandle, armed } = require("worker_threads").workerData;
@@ -22,6 +22,9 @@ const WAKE_FIRST = `{
       if (Atomics.exchange(armed, 0, 0) === 1) {
         // the main thread waits for this reply from its Atomics.wait; wake it now
         for (let ms = 0; Atomics.notify(notifyHandle, 0) === 0 && ms < 10000; ms++) Atomics.wait(armed, 1, 0, 1);
+        // and answer only later: a main thread the machine leaves unscheduled for a while
+        // would otherwise find this reply after all (seen once in CI, two files at a time)
+        Atomics.wait(armed, 1, 0, 500);
       }
       return listener(event);
     });
