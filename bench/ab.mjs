@@ -9,15 +9,43 @@
 // npm run bench uses the same pairing (bench/run.mjs) for ours against the JS receiver.
 import { readFile, readdir } from "node:fs/promises";
 import path from "node:path";
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { promisify } from "node:util";
-import { startWorker, ROOT, SECRET_NEW } from "../tests/helpers/worker.mjs";
+import { freePort, startWorker, ROOT, SECRET_NEW } from "../tests/helpers/worker.mjs";
 
 const run = promisify(execFile);
 // where cargo put it: CARGO_TARGET_DIR when set
 export const paymos = process.env.PAYMOS_BIN ?? path.resolve(ROOT, process.env.CARGO_TARGET_DIR || "target", "release/paymos");
 /** The core's statements and plans, the JS receiver's STATEMENTS binding. */
 export const STATEMENTS = JSON.parse(await readFile(path.join(ROOT, "bench/statements.json"), "utf8"));
+
+/** The Standard Webhooks secret shared with `paymos orders`: whsec_ + base64 of the key bytes. */
+const ORDER_SECRET = "whsec_" + Buffer.from("paymos-bench-order-system-key-32").toString("base64");
+
+/**
+ * `paymos orders` on a free port, waited on (up to 10 s) until it answers `/healthz` (`up` says
+ * whether it did): the worker's vars that send effects to it, the e2e load's arguments for a
+ * closed loop of `n` invoices (each waiting for its effect) and an open loop (as fast as the
+ * connections go), and `stop()`.
+ */
+export async function startOrders() {
+  const port = await freePort();
+  const child = spawn(paymos, ["orders", "--port", String(port), "--secret", ORDER_SECRET, "--quiet"], { stdio: ["ignore", "ignore", "inherit"] });
+  const url = `http://127.0.0.1:${port}`;
+  let up = false;
+  for (let i = 0; i < 100 && !up; i++) {
+    up = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
+    if (!up) await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    url,
+    up,
+    vars: { ORDER_SYSTEM_URL: `${url}/orders`, ORDER_SYSTEM_SECRET: ORDER_SECRET },
+    closedLoop: (n) => ["--requests", String(n), "--orders-url", url],
+    openLoop: (n) => ["--requests", String(n), "--orders-url", url, "--open-loop", "--effect-timeout-seconds", "120"],
+    stop: () => child.kill(),
+  };
+}
 
 /**
  * A fresh worker for the benchmark, started as the tests start ours: any entry under the

@@ -4,9 +4,7 @@
 // effect, as `npm run bench`'s e2e part) and open loop (1,000 sent as fast as 16 connections
 // go). Prints each run's effect latency p50 / p99. A development tool, not part of npm test.
 //   node bench/e2e-ab.mjs A.js B.js [--rounds 2]
-import { spawn } from "node:child_process";
-import { commandLine, load, startBenchWorker, paymos } from "./ab.mjs";
-import { freePort } from "../tests/helpers/worker.mjs";
+import { commandLine, load, startBenchWorker, startOrders } from "./ab.mjs";
 
 const { opt, positional } = commandLine();
 const [a, b] = positional;
@@ -15,26 +13,14 @@ if (!a || !b) {
   process.exit(2);
 }
 const rounds = Number(opt("rounds", 2));
-const SECRET = "whsec_" + Buffer.from("paymos-bench-order-system-key-32").toString("base64");
-const port = await freePort();
-const orders = spawn(paymos, ["orders", "--port", String(port), "--secret", SECRET, "--quiet"], { stdio: ["ignore", "ignore", "inherit"] });
-const ordersUrl = `http://127.0.0.1:${port}`;
-const vars = { ORDER_SYSTEM_URL: `${ordersUrl}/orders`, ORDER_SYSTEM_SECRET: SECRET };
-const LOOPS = {
-  closed: ["--requests", "200", "--orders-url", ordersUrl],
-  open: ["--requests", "1000", "--orders-url", ordersUrl, "--open-loop", "--effect-timeout-seconds", "120"],
-};
+const orders = await startOrders();
+const LOOPS = { closed: orders.closedLoop(200), open: orders.openLoop(1000) };
 try {
-  for (let i = 0; ; i++) {
-    const up = await fetch(`${ordersUrl}/healthz`).then((r) => r.ok, () => false);
-    if (up) break;
-    if (i === 100) throw new Error(`paymos orders did not come up at ${ordersUrl}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  if (!orders.up) throw new Error(`paymos orders did not come up at ${orders.url}`);
   for (let r = 0; r < rounds; r++) {
     for (const script of r % 2 ? [b, a] : [a, b]) {
       for (const [loop, extra] of Object.entries(LOOPS)) {
-        const w = await startBenchWorker(script, vars);
+        const w = await startBenchWorker(script, orders.vars);
         try {
           const { effect_latency_ms: e, effects_timed_out } = await load(`${w.url}/webhooks/paymos`, "e2e", 16, extra);
           console.log(`round ${r + 1} ${script} ${loop} loop: p50 ${e?.p50} ms, p99 ${e?.p99} ms, timed out ${effects_timed_out ?? 0}`);
@@ -45,5 +31,5 @@ try {
     }
   }
 } finally {
-  orders.kill();
+  orders.stop();
 }

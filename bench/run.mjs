@@ -6,15 +6,14 @@
 // keeps up at the maximum rate, and (ours) the way to the order system. Prints the tables and
 // writes bench/results/latest.json (bench/results/partial.json for a run of some parts, --only=).
 // No assertion on time anywhere: these machines are shared and noisy, ratios from one run are what counts.
-import { spawn } from "node:child_process";
 import { readFile, writeFile, mkdir, stat } from "node:fs/promises";
 import { gzipSync } from "node:zlib";
 import os from "node:os";
 import path from "node:path";
-import { paired, pairedRatio, load, startBenchWorker, paymos } from "./ab.mjs";
+import { paired, pairedRatio, load, startBenchWorker, startOrders } from "./ab.mjs";
 import { interleaved } from "./interleave.mjs";
 import { cold } from "./cold.mjs";
-import { freePort, ROOT } from "../tests/helpers/worker.mjs";
+import { ROOT } from "../tests/helpers/worker.mjs";
 
 const quick = process.argv.includes("--quick");
 // --only=throughput,cpu,cold,cost,keep_up,e2e runs some parts (while developing); the default is all
@@ -40,8 +39,6 @@ const COST_NEW = quick ? 400 : 2000;
 const COST_DUPLICATES = quick ? 200 : 1000;
 const E2E_INVOICES = quick ? 50 : 200;
 const E2E_OPEN_LOOP = quick ? 200 : 1000;
-// the Standard Webhooks secret shared with `paymos orders`: whsec_ + base64 of the key bytes
-const ORDER_SECRET = "whsec_" + Buffer.from("paymos-bench-order-system-key-32").toString("base64");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const workers = {
@@ -303,34 +300,20 @@ for (const key of keepUpKeys) {
 results.e2e = {};
 if (part("e2e")) {
   console.error("[bench] end to end: POST → the order system's 2xx (paymos orders)");
-  const port = await freePort();
-  const orders = spawn(paymos, ["orders", "--port", String(port), "--secret", ORDER_SECRET, "--quiet"], { stdio: ["ignore", "ignore", "inherit"] });
+  // carries on if it never answers: the loads then report every effect timed out
+  const orders = await startOrders();
   try {
-    const ordersUrl = `http://127.0.0.1:${port}`;
-    for (let i = 0; i < 100; i++) {
-      try {
-        if ((await fetch(`${ordersUrl}/healthz`)).ok) break;
-      } catch {
-        await sleep(100);
-      }
-    }
-    const vars = { ORDER_SYSTEM_URL: `${ordersUrl}/orders`, ORDER_SYSTEM_SECRET: ORDER_SECRET };
-    results.e2e.closed_loop = await withWorker(workers.rust.script, vars, (w) =>
-      load(w.url, "e2e", 16, ["--requests", String(E2E_INVOICES), "--orders-url", ordersUrl]),
-    );
-    results.e2e.open_loop = await withWorker(workers.rust.script, vars, (w) =>
-      load(w.url, "e2e", 16, ["--requests", String(E2E_OPEN_LOOP), "--orders-url", ordersUrl, "--open-loop", "--effect-timeout-seconds", "120"]),
-    );
+    const vars = orders.vars;
+    results.e2e.closed_loop = await withWorker(workers.rust.script, vars, (w) => load(w.url, "e2e", 16, orders.closedLoop(E2E_INVOICES)));
+    results.e2e.open_loop = await withWorker(workers.rust.script, vars, (w) => load(w.url, "e2e", 16, orders.openLoop(E2E_OPEN_LOOP)));
     // what a paid invoice costs in D1 when its fulfilment is pushed to the order system:
     // receive, consume and the dispatcher (load, POST, record), amortised
     if (part("cost")) {
       console.error("[bench] cost per delivery with an order system: ours");
-      results.e2e.cost = await metered("rust", vars, (w) =>
-        load(w.url, "e2e", 16, ["--requests", String(E2E_OPEN_LOOP), "--orders-url", ordersUrl, "--open-loop", "--effect-timeout-seconds", "120"]),
-      );
+      results.e2e.cost = await metered("rust", vars, (w) => load(w.url, "e2e", 16, orders.openLoop(E2E_OPEN_LOOP)));
     }
   } finally {
-    orders.kill();
+    orders.stop();
   }
 }
 
