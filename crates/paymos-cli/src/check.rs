@@ -859,8 +859,8 @@ pub const STEP_NAMES: [&str; 5] = [
     "reconciliation finds the invoice paid at the provider but never delivered",
 ];
 
-/// Runs the five steps, seven with `--orders` (each runs even when an earlier one failed; a step that needs an
-/// earlier one's result says so). Exit 0 only when every step passes.
+/// Runs the five steps, seven with `--orders` (each runs even when an earlier one failed; a
+/// step that needs an earlier one's result says so). Exit 0 only when every step passes.
 pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
     o.admin.preflight()?;
     let c = Checker {
