@@ -149,10 +149,8 @@ pub async fn list_effects(
     limit: u32,
     pull: bool,
 ) -> DbResult<Vec<EffectRow>> {
-    let page = st::feed_page(kind, dispatch, after_seq, limit, pull);
-    if let [list] = page.as_slice() {
-        return all(db, list.clone()).await;
+    match <[_; 1]>::try_from(st::feed_page(kind, dispatch, after_seq, limit, pull)) {
+        Ok([list]) => all(db, list).await,
+        Err(page) => batch(db, &page).await?.rows(page.len() - 1),
     }
-    let results = batch(db, &page).await?;
-    results.rows(page.len() - 1)
 }

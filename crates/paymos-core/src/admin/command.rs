@@ -10,7 +10,7 @@ use crate::ids::{resource_kind_of, ResourceKind};
 use crate::machine::{state_of, EffectKind, State};
 use crate::time::normalize_iso8601;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer as _};
 use serde_json::Value;
 use std::borrow::Cow;
 
@@ -488,11 +488,7 @@ const DISMISS_BODY: &str = r#"the body is {"reason":"<why it needs no replay>"}"
 /// alone refused, trimmed, as a manual transition's reason; other keys ignored (read as the
 /// transition body is).
 fn dismiss_reason(body: &[u8]) -> Result<String, CommandError> {
-    let text = text(body);
-    let value: Value = serde_json::from_str(&replace_lone_surrogates(&text))
-        .map_err(|_| bad_request("invalid_json", DISMISS_BODY))?;
-    let Some(Value::String(reason)) = value.as_object().and_then(|o| o.get("reason")).cloned()
-    else {
+    let Some([Some(Value::String(reason))]) = fields(body, ["reason"]) else {
         return Err(bad_request("invalid_json", DISMISS_BODY));
     };
     valid_reason(&reason).map(str::to_string)
@@ -613,47 +609,36 @@ fn reconcile_full(text: &str) -> Result<bool, CommandError> {
         })
 }
 
-/// The transition body's five fields as found, each the last value given for its key.
-#[derive(Default)]
-struct RawTransition {
-    to: Option<Value>,
-    reason: Option<Value>,
-    order_ref: Option<Value>,
-    amount: Option<Value>,
-    currency: Option<Value>,
+/// The named fields of a JSON object body, each the last value given for its key, read as the
+/// runtime's `Request.json()` (`JSON.parse`) read these bodies before: an array or a scalar is
+/// not an object, and other keys are ignored whatever they hold (a number beyond a double's
+/// range too, where a `Value` of the whole body would refuse it). `None`: not a JSON object.
+fn fields<const N: usize>(body: &[u8], names: [&str; N]) -> Option<[Option<Value>; N]> {
+    let text = text(body);
+    let text = replace_lone_surrogates(&text);
+    let mut json = serde_json::Deserializer::from_str(&text);
+    let values = json.deserialize_map(Named(names)).ok()?;
+    json.end().ok()?;
+    Some(values)
 }
 
-/// The transition body was read with the runtime's `Request.json()` (`JSON.parse`), and so it
-/// still is: a JSON object (an array or a scalar is not one), a repeated key's last value
-/// wins, other keys are ignored whatever they hold.
-impl<'de> Deserialize<'de> for RawTransition {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Fields;
-        impl<'de> Visitor<'de> for Fields {
-            type Value = RawTransition;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawTransition, A::Error> {
-                let mut raw = RawTransition::default();
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    let slot = match key.as_ref() {
-                        "to" => &mut raw.to,
-                        "reason" => &mut raw.reason,
-                        "order_ref" => &mut raw.order_ref,
-                        "amount" => &mut raw.amount,
-                        "currency" => &mut raw.currency,
-                        _ => {
-                            map.next_value::<IgnoredAny>()?;
-                            continue;
-                        }
-                    };
-                    *slot = Some(map.next_value()?);
-                }
-                Ok(raw)
+/// [`fields`]' visitor.
+struct Named<'n, const N: usize>([&'n str; N]);
+
+impl<'de, const N: usize> Visitor<'de> for Named<'_, N> {
+    type Value = [Option<Value>; N];
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut values = [const { None }; N];
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match self.0.iter().position(|name| *name == key) {
+                Some(i) => values[i] = Some(map.next_value()?),
+                None => drop(map.next_value::<IgnoredAny>()?),
             }
         }
-        d.deserialize_map(Fields)
+        Ok(values)
     }
 }
 
@@ -716,8 +701,8 @@ struct TransitionFields {
 
 /// `to` and `reason` strings; the others strings, `null` or absent. `None`: not that.
 fn transition_fields(body: &[u8]) -> Option<TransitionFields> {
-    let text = text(body);
-    let raw: RawTransition = serde_json::from_str(&replace_lone_surrogates(&text)).ok()?;
+    let [to, reason, order_ref, amount, currency] =
+        fields(body, ["to", "reason", "order_ref", "amount", "currency"])?;
     let required = |v: Option<Value>| match v {
         Some(Value::String(s)) => Some(s),
         _ => None,
@@ -728,11 +713,11 @@ fn transition_fields(body: &[u8]) -> Option<TransitionFields> {
         Some(_) => None,
     };
     Some(TransitionFields {
-        to: required(raw.to)?,
-        reason: required(raw.reason)?,
-        order_ref: optional(raw.order_ref)?,
-        amount: optional(raw.amount)?,
-        currency: optional(raw.currency)?,
+        to: required(to)?,
+        reason: required(reason)?,
+        order_ref: optional(order_ref)?,
+        amount: optional(amount)?,
+        currency: optional(currency)?,
     })
 }
 

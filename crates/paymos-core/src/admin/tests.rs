@@ -901,6 +901,12 @@ fn dismiss_body() {
         Err(e) => Err(e),
     };
     assert_eq!(reason(r#"{"reason":"ok","other":1}"#), Ok("ok".into()));
+    // read as JSON.parse read it, as the transition's body is: the last of a repeated key
+    // wins, other keys are ignored whatever they hold (a number beyond a double's range too)
+    assert_eq!(
+        reason(r#"{"reason":5,"big":1e400,"reason":"last"}"#),
+        Ok("last".into())
+    );
     let code = |body: &str| match dismiss(body) {
         Err(CommandError::BadRequest { code, .. }) => code,
         other => panic!("{body}: {other:?}"),
@@ -909,6 +915,8 @@ fn dismiss_body() {
     assert_eq!(code("[]"), "invalid_json");
     assert_eq!(code(r#"{"reason":5}"#), "invalid_json");
     assert_eq!(code(r#"{"why":"x"}"#), "invalid_json");
+    assert_eq!(code(r#"{"reason":"x"} {}"#), "invalid_json");
+    assert_eq!(code(r#""reason""#), "invalid_json");
     assert_eq!(code(r#"{"reason":"   "}"#), "invalid_reason");
     assert_eq!(code(r#"{"reason":""}"#), "invalid_reason");
     // characters as sent, not bytes, as the transition's reason
