@@ -11,7 +11,7 @@ import { readFile, readdir } from "node:fs/promises";
 import path from "node:path";
 import { execFile, spawn } from "node:child_process";
 import { promisify } from "node:util";
-import { freePort, startWorker, ROOT, SECRET_NEW } from "../tests/helpers/worker.mjs";
+import { eventually, freePort, startWorker, ROOT, SECRET_NEW } from "../tests/helpers/worker.mjs";
 
 const run = promisify(execFile);
 // where cargo put it: CARGO_TARGET_DIR when set
@@ -32,11 +32,8 @@ export async function startOrders() {
   const port = await freePort();
   const child = spawn(paymos, ["orders", "--port", String(port), "--secret", ORDER_SECRET, "--quiet"], { stdio: ["ignore", "ignore", "inherit"] });
   const url = `http://127.0.0.1:${port}`;
-  let up = false;
-  for (let i = 0; i < 100 && !up; i++) {
-    up = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
-    if (!up) await new Promise((r) => setTimeout(r, 100));
-  }
+  const healthy = () => fetch(`${url}/healthz`).then((r) => r.ok, () => false);
+  const up = await eventually("paymos orders", healthy, 10000).then(() => true, () => false);
   return {
     url,
     up,
