@@ -2,7 +2,8 @@
 // wrangler.toml declares: a real SQLite-backed D1 with migrations/ applied by wrangler itself,
 // real local queues with their dead-letter queue, on a free loopback port.
 import { execFile } from "node:child_process";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { cp, mkdtemp, readFile, readdir, rename, rm, stat } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -30,15 +31,24 @@ export async function freePort() {
 }
 
 /**
- * Applies migrations/ to a local D1 persisted under `dir`, the same way `npm start` does.
- *
- * Asked again when Miniflare's local D1 fails one of its own asserts (`false == true`, seen
- * once in CI, in 0014: most likely the only assert of its D1 object, on the `SELECT
- * total_changes()` it reads around each statement). wrangler runs each migration with its
- * `d1_migrations` row as one batch, one transaction, so the failed one left nothing behind
- * and the next attempt starts from it.
+ * Applies migrations/ to a local D1 persisted under `dir`, the same way `npm start` does. A
+ * `dir` without a database yet gets a copy of one that wrangler migrated so once for these
+ * migrations (`migratedOnce`); one with a database (a restart on the same state) gets
+ * wrangler's apply, which applies what it lacks.
  */
 export async function migrate(dir) {
+  if (await exists(path.join(dir, "v3", "d1"))) return applyMigrations(dir);
+  await cp(await migratedOnce(), dir, { recursive: true });
+}
+
+/**
+ * `wrangler d1 migrations apply` on `dir`. Asked again when Miniflare's local D1 fails one of
+ * its own asserts (`false == true`, seen once in CI, in 0014: most likely the only assert of
+ * its D1 object, on the `SELECT total_changes()` it reads around each statement). wrangler
+ * runs each migration with its `d1_migrations` row as one batch, one transaction, so the
+ * failed one left nothing behind and the next attempt starts from it.
+ */
+async function applyMigrations(dir) {
   const simulatorAssert = (e) => /Migration \S+ failed with the following errors[\s\S]*false == true/.test(String(e?.message));
   await retryOn("Miniflare's local D1 failed its own assert during a migration", simulatorAssert, () =>
     run(path.join(ROOT, "node_modules/.bin/wrangler"), ["d1", "migrations", "apply", "DB", "--local", "--persist-to", dir], {
@@ -46,6 +56,38 @@ export async function migrate(dir) {
       env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" },
     }),
   );
+}
+
+let migrated;
+/**
+ * A directory holding a database that wrangler migrated, made once for each set of
+ * migrations, wrangler.toml and wrangler version, and shared by the test files (in the temp
+ * directory, made aside and renamed into place whole). Applying the 19 migrations costs about
+ * 9 s of CPU, and the tests start over a hundred workers on 2 cores; a copy of its files
+ * (the database, its WAL and index, with no process holding them) is the same database.
+ */
+function migratedOnce() {
+  migrated ??= (async () => {
+    const hash = createHash("sha256");
+    const dirOf = path.join(ROOT, "migrations");
+    for (const name of (await readdir(dirOf)).sort()) hash.update(`${name}\0`).update(await readFile(path.join(dirOf, name)));
+    hash.update(await readFile(path.join(ROOT, "wrangler.toml")));
+    hash.update(await readFile(path.join(ROOT, "node_modules/wrangler/package.json")));
+    const made = path.join(tmpdir(), `paymos-d1-migrated-${hash.digest("hex").slice(0, 16)}`);
+    if (await exists(path.join(made, "v3", "d1"))) return made;
+    const making = await mkdtemp(`${made}-making-`);
+    await applyMigrations(making);
+    // another test file may have put its own in place first: either is the same database
+    await rename(making, made).catch((e) => rm(making, { recursive: true, force: true }).then(() => {
+      if (e.code !== "ENOTEMPTY" && e.code !== "EEXIST") throw e;
+    }));
+    return made;
+  })();
+  return migrated;
+}
+
+async function exists(p) {
+  return stat(p).then(() => true, (e) => (e.code === "ENOENT" ? false : Promise.reject(e)));
 }
 
 /**
