@@ -94,7 +94,7 @@ if ! wait "$OTHER_PID"; then
   cat "$OTHER_LOG"
   say "installing the Python, npm or Debian packages failed (above)"; exit 1
 fi
-grep -F '[paymos]' "$OTHER_LOG" >&2 || true
+grep -F '[paymos' "$OTHER_LOG" >&2 || true
 
 if [ ! -f .dev.vars ]; then
   say "creating .dev.vars from .dev.vars.example (development secrets)"

@@ -36,4 +36,5 @@ rc=0
 node --test --test-concurrency=2 --test-timeout=600000 "${TOGETHER[@]}" || rc=$?
 say "integration tests that build through wrangler (npm start, the demo, deploy), one at a time"
 node --test --test-concurrency=1 --test-timeout=900000 "${ALONE[@]}" || rc=$?
+say "npm test: done (exit $rc)"
 exit "$rc"
