@@ -3,7 +3,8 @@
 // real local queues with their dead-letter queue, on a free loopback port.
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { cp, mkdtemp, readFile, readdir, rename, rm, stat } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { cp, mkdtemp, readFile, readdir, rename, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -32,12 +33,12 @@ export async function freePort() {
 
 /**
  * Applies migrations/ to a local D1 persisted under `dir`, the same way `npm start` does. A
- * `dir` without a database yet gets a copy of one that wrangler migrated so once for these
+ * `dir` without a database yet gets a copy of one that wrangler migrated, once, for these
  * migrations (`migratedOnce`); one with a database (a restart on the same state) gets
  * wrangler's apply, which applies what it lacks.
  */
 export async function migrate(dir) {
-  if (await exists(path.join(dir, "v3", "d1"))) return applyMigrations(dir);
+  if (existsSync(path.join(dir, "v3", "d1"))) return applyMigrations(dir);
   await cp(await migratedOnce(), dir, { recursive: true });
 }
 
@@ -62,8 +63,8 @@ let migrated;
 /**
  * A directory holding a database that wrangler migrated, made once for each set of
  * migrations, wrangler.toml and wrangler version, and shared by the test files (in the temp
- * directory, made aside and renamed into place whole). Applying the 19 migrations costs about
- * 9 s of CPU, and the tests start over a hundred workers on 2 cores; a copy of its files
+ * directory, made aside and renamed into place whole). Applying the migrations costs about 9 s
+ * of CPU, and the tests start over a hundred workers on 2 cores; a copy of its files
  * (the database, its WAL and index, with no process holding them) is the same database.
  */
 function migratedOnce() {
@@ -74,7 +75,7 @@ function migratedOnce() {
     hash.update(await readFile(path.join(ROOT, "wrangler.toml")));
     hash.update(await readFile(path.join(ROOT, "node_modules/wrangler/package.json")));
     const made = path.join(tmpdir(), `paymos-d1-migrated-${hash.digest("hex").slice(0, 16)}`);
-    if (await exists(path.join(made, "v3", "d1"))) return made;
+    if (existsSync(path.join(made, "v3", "d1"))) return made;
     const making = await mkdtemp(`${made}-making-`);
     await applyMigrations(making);
     // another test file may have put its own in place first: either is the same database
@@ -84,10 +85,6 @@ function migratedOnce() {
     return made;
   })();
   return migrated;
-}
-
-async function exists(p) {
-  return stat(p).then(() => true, (e) => (e.code === "ENOENT" ? false : Promise.reject(e)));
 }
 
 /**
