@@ -23,7 +23,8 @@ cargo test -p paymos-core -p paymos-cli
 say "simulation (paymos-sim: the shared SQL and plan under an adversarial world, 2,000 seeds)"
 CARGO_PROFILE_RELEASE_LTO=false cargo test --release -p paymos-sim --no-fail-fast
 # Two files at a time: a file spends most of its time waiting on workerd, its queues and timers,
-# so two share the 2 cores (17.4 min one at a time, 10.8 two at a time, 255 of 255 both ways).
+# so two share the 2 cores (17.4 min one at a time, 10.8 two at a time, 255 of 255 both ways;
+# 4 min since each worker's D1 is a copy of one migrated once: tests/helpers/worker.mjs).
 # Each file starts its own workerd on free ports with its own state directory. The files that
 # run `npm start`, `npm run demo` or `wrangler deploy` build through wrangler ([build] in
 # wrangler.toml), which may rewrite build/ and public/admin/machine.json under the other files'
