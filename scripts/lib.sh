@@ -3,10 +3,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PATH="$HOME/.cargo/bin:$ROOT/node_modules/.bin:$PATH"
 # In CI each line carries the time of day, so that a run's log shows where its minutes went.
-say() {
-  if [ -n "${CI:-}" ]; then printf '\033[1m[paymos %s]\033[0m %s\n' "$(date -u +%H:%M:%S)" "$*" >&2
-  else printf '\033[1m[paymos]\033[0m %s\n' "$*" >&2; fi
-}
+say() { printf '\033[1m[paymos%s]\033[0m %s\n' "${CI:+ $(date -u +%H:%M:%S)}" "$*" >&2; }
 # The wasm-bindgen version the worker links against, read from Cargo.lock.
 wasm_bindgen_version() {
   awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' "$ROOT/Cargo.lock"
