@@ -38,7 +38,7 @@ export async function freePort() {
  * wrangler's apply, which applies what it lacks.
  */
 export async function migrate(dir) {
-  if (existsSync(path.join(dir, "v3", "d1"))) return applyMigrations(dir);
+  if (holdsDatabase(dir)) return applyMigrations(dir);
   await cp(await migratedOnce(), dir, { recursive: true });
 }
 
@@ -75,16 +75,24 @@ function migratedOnce() {
     hash.update(await readFile(path.join(ROOT, "wrangler.toml")));
     hash.update(await readFile(path.join(ROOT, "node_modules/wrangler/package.json")));
     const made = path.join(tmpdir(), `paymos-d1-migrated-${hash.digest("hex").slice(0, 16)}`);
-    if (existsSync(path.join(made, "v3", "d1"))) return made;
+    if (holdsDatabase(made)) return made;
     const making = await mkdtemp(`${made}-making-`);
     await applyMigrations(making);
-    // another test file may have put its own in place first: either is the same database
-    await rename(making, made).catch((e) => rm(making, { recursive: true, force: true }).then(() => {
+    try {
+      await rename(making, made);
+    } catch (e) {
+      // another test file may have put its own in place first: either is the same database
+      await rm(making, { recursive: true, force: true });
       if (e.code !== "ENOTEMPTY" && e.code !== "EEXIST") throw e;
-    }));
+    }
     return made;
   })();
   return migrated;
+}
+
+/** Whether `dir` holds a local D1 (what `--persist-to` and Miniflare's `d1Persist` write). */
+function holdsDatabase(dir) {
+  return existsSync(path.join(dir, "v3", "d1"));
 }
 
 /**
