@@ -75,7 +75,7 @@ const KINDS = { invoice: "inv_", withdrawal: "wdr_", deposit: "pcd_" };
 const typeWord = /^[A-Za-z0-9_-]+$/;
 
 /** The core's parse_envelope checks, in the same order; an error code or the envelope. */
-function parseEnvelope(text, headerId) {
+function parseEnvelope(text, headerId, events) {
   if (headerId == null) return { error: "webhook_id_missing" };
   if (!isEventId(headerId)) return { error: "invalid_event_id" };
   let v;
@@ -103,7 +103,9 @@ function parseEnvelope(text, headerId) {
   if (typeof v.data.id !== "string") return { error: "invalid_field" };
   const kind = Object.keys(KINDS).find((k) => idBody(v.data.id, KINDS[k]));
   if (!kind) return { error: "invalid_resource_id" };
-  if (KINDS[category] && category !== kind) return { error: "resource_mismatch" };
+  // only a known type must be about its own category's resource; an unknown one is never refused
+  const known = events[v.type];
+  if (known && known.kind !== kind) return { error: "resource_mismatch" };
   return { envelope: v };
 }
 
@@ -241,7 +243,7 @@ async function receive(request, env, headerId) {
   }
   if (!ok) return refuse(401, "signature_mismatch");
   const text = dec.decode(body);
-  const { envelope: e, error } = parseEnvelope(text, headerId);
+  const { envelope: e, error } = parseEnvelope(text, headerId, env.STATEMENTS.events);
   if (error) return refuse(400, error);
   let row;
   try {
@@ -270,7 +272,7 @@ async function receive(request, env, headerId) {
 function plan(env, eventId, row) {
   if (!row) return { done: { outcome: "missing" } };
   if (row.processed_at) return { done: { outcome: "already_processed" } };
-  const { envelope: e, error } = parseEnvelope(row.body ?? "", eventId);
+  const { envelope: e, error } = parseEnvelope(row.body ?? "", eventId, env.STATEMENTS.events);
   if (error) throw new Error(`stored body does not parse: ${error}`);
   const live = (env.PAYMOS_MODE ?? "live").trim() === "live";
   if ((e.livemode === true) !== live) return { ignore: "livemode_mismatch" };

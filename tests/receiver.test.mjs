@@ -279,6 +279,15 @@ test("an unknown event type is stored, acknowledged (200) and recorded as ignore
     const stored = await processed(odd.event_id);
     assert.deepEqual([stored.outcome, stored.reason, stored.event_type], ["ignored", "unknown_event_type", type]);
   }
+  // an unknown action of a known category, about another category's resource: still only
+  // unknown (a known type there is refused, resource_mismatch, above)
+  for (const [type, prefix] of [["invoice.bogus", "wdr_"], ["withdrawal.refunded", "inv_"], ["deposit.paid", "inv_"]]) {
+    const odd = envelope(type, randomId(prefix));
+    const res = await deliver(w.url, odd);
+    assert.deepEqual([res.status, res.json], [200, { received: true, duplicate: false }], type);
+    const stored = await processed(odd.event_id);
+    assert.deepEqual([stored.outcome, stored.reason, stored.resource_id], ["ignored", "unknown_event_type", odd.data.id]);
+  }
   const resource = (await admin(w.url, "GET", `/resources/${env.data.id}`)).status;
   assert.equal(resource, 404, "an unknown type changes no resource");
 });

@@ -119,8 +119,8 @@ pub fn build_envelope(spec: &EventSpec) -> Result<Built, CliError> {
     })
 }
 
-/// `--resource` when given (it must be an id of the kind the category is about, when the
-/// category is known), else a random id of that kind; an unknown category needs `--resource`.
+/// `--resource` when given (for a known event type, an id of the kind its category is about),
+/// else a random id of the category's kind; an unknown category needs `--resource`.
 fn resource_id_for(
     spec: &EventSpec,
     category: &str,
@@ -133,7 +133,8 @@ fn resource_id_for(
                     "{id:?} is not a resource id (inv_, wdr_ or pcd_ followed by 1 to 64 letters or digits)"
                 )));
             };
-            if let Some(k) = kind {
+            // the receiver's rule: only a known type must be about its category's resource
+            if let Some((k, _)) = paymos_core::machine::target_state(&spec.event_type) {
                 if k != id_kind {
                     return Err(CliError::usage(format!(
                         "{id} is a {} id but {} events are about {} resources ({}…)",
@@ -340,6 +341,14 @@ mod tests {
         // An unknown category with a resource id is fine (the receiver stores and acks it).
         let b = build_envelope(&EventSpec {
             event_type: "payout.sent".into(),
+            resource_id: Some("wdr_1".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(parse_envelope(&b.body, Some(&b.event_id)).is_ok());
+        // so is an unknown action of a known category about another category's resource
+        let b = build_envelope(&EventSpec {
+            event_type: "invoice.bogus".into(),
             resource_id: Some("wdr_1".into()),
             ..Default::default()
         })

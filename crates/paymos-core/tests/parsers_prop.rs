@@ -287,7 +287,7 @@ proptest! {
 /// whole body, a `Map` in which the last of two fields with one name counts): the reference
 /// the one-pass reader is held to, result for result.
 fn reference_envelope(body: &[u8], header: Option<&str>) -> Result<Envelope, EnvelopeError> {
-    use paymos_core::ids::{is_valid_event_id, resource_kind_of, ResourceKind};
+    use paymos_core::ids::{is_valid_event_id, resource_kind_of};
     use paymos_core::split_event_type;
     let header_id = header.ok_or(EnvelopeError::WebhookIdMissing)?;
     if !is_valid_event_id(header_id) {
@@ -335,7 +335,7 @@ fn reference_envelope(body: &[u8], header: Option<&str>) -> Result<Envelope, Env
         _ => EnvelopeError::InvalidField("data.id"),
     })?;
     let resource_kind = resource_kind_of(&resource_id).ok_or(EnvelopeError::InvalidResourceId)?;
-    if let Some(expected) = ResourceKind::from_category(category) {
+    if let Some((expected, _)) = paymos_core::machine::target_state(&event_type) {
         if expected != resource_kind {
             return Err(EnvelopeError::ResourceMismatch);
         }
