@@ -337,6 +337,38 @@ test("marked paid by hand without order_ref, then refunded: the waiting fulfilme
   }
 });
 
+test("an invoice.paid on record without its order_ref: reconciliation learns it, and the waiting fulfilment goes out with it", async () => {
+  const inv = randomId("inv_");
+  const listed = { id: inv, object: "invoice", status: "paid", amount: "49.00", currency: "USDT", order_ref: "order_from_provider", paid_at: 1764449990 };
+  const provider = createServer((req, res) => {
+    const ok = req.headers.authorization === "Bearer sk_test_reconcile" && req.url.startsWith("/v1/invoices?");
+    res.writeHead(ok ? 200 : 401, { "content-type": "application/json" }).end(JSON.stringify(ok ? { data: [listed], has_more: false } : { error: "unauthorized" }));
+  });
+  await new Promise((r) => provider.listen(0, "127.0.0.1", r));
+  const api = { PAYMOS_API_BASE: `http://127.0.0.1:${provider.address().port}`, PAYMOS_API_KEY: "sk_test_reconcile" };
+  const w = await startWorker({ vars: { ...VARS(), ...api } });
+  try {
+    // the provider's invoice.paid came without the order_ref: applied, its fulfilment waits
+    const paid = envelope("invoice.paid", inv, { data: { order_ref: undefined } });
+    await deliver(w.url, paid);
+    assert.equal((await w.processed(paid.event_id)).outcome, "applied");
+    const [waiting] = (await admin(w.url, "GET", `/resources/${inv}`)).json.effects;
+    assert.deepEqual([waiting.kind, waiting.awaiting_order_ref, waiting.order_ref], ["fulfilment", true, null]);
+    const report = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(report.status, 200, JSON.stringify(report.json));
+    assert.deepEqual([report.json.checked, report.json.missing, report.json.ok], [1, [], true], "on record: no finding");
+    const [shipped] = await eventually("shipped with the provider's order_ref", () => shippedFor(inv).length === 1 && shippedFor(inv));
+    assert.equal(shipped.id, waiting.id, "under its same id");
+    assert.equal(shipped.body.order_ref, "order_from_provider");
+    const r = (await admin(w.url, "GET", `/resources/${inv}`)).json;
+    assert.deepEqual([r.status, r.order_ref ?? null, r.effects.length], ["paid", "order_from_provider", 1]);
+    assert.equal(r.history.length, 1, "the guard refused the second paid: no history entry");
+  } finally {
+    await w.close();
+    provider.close();
+  }
+});
+
 test("a fulfilment made before its order_ref is known waits, then goes out with it under the same id", async () => {
   const w = await startWorker({ vars: VARS() });
   try {

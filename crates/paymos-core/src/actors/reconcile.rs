@@ -91,13 +91,35 @@ pub struct ProviderPage {
     pub has_more: bool,
 }
 
-/// `PAID_ON_RECORD`'s row for one invoice.
+/// `PAID_ON_RECORD`'s row for one invoice: whether its payment is on record, and what the
+/// local invoice is and knows.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct OnRecord {
     pub id: String,
     #[serde(deserialize_with = "flag")]
     pub on_record: bool,
     pub status: Option<String>,
+    #[serde(default)]
+    pub order_ref: Option<String>,
+    #[serde(default)]
+    pub amount: Option<String>,
+    #[serde(default)]
+    pub currency: Option<String>,
+}
+
+impl OnRecord {
+    /// The local invoice, on record, lacks a fact the provider knows (an `order_ref` above
+    /// all: a fulfilment waits for it, interface §7).
+    fn learns_from(&self, invoice: &ProviderInvoice) -> bool {
+        let lacks =
+            |local: &Option<String>, theirs: &Option<String>| local.is_none() && theirs.is_some();
+        // no local invoice, nothing to fill: a payment on record made one, and a walk that
+        // found none is not the one to make it
+        self.status.is_some()
+            && (lacks(&self.order_ref, &invoice.order_ref)
+                || lacks(&self.amount, &invoice.amount)
+                || lacks(&self.currency, &invoice.currency))
+    }
 }
 
 /// A row returned by `UNSEEN_IDS`: an id this run was not given before.
@@ -127,6 +149,10 @@ pub enum Step {
     /// provider's `order_ref`, amount, currency); hand whether it applied and the status
     /// after it to [`Walk::brought`].
     BringToPaid(ProviderInvoice),
+    /// This invoice's payment is on record but the provider knows facts it lacks: the same
+    /// guarded transition, which the guard refuses and which fills them (a waiting
+    /// fulfilment is then released with its `order_ref`); then [`Walk::filled`]. No finding.
+    Fill(ProviderInvoice),
     /// Run these as one batch; hand whether the first and the last statement returned a row
     /// to [`Walk::recorded`].
     Record(Vec<Bound<'static>>),
@@ -487,12 +513,18 @@ impl Walk {
         while self.at < page.data.len() {
             let invoice = &page.data[self.at];
             let looked_up = self.on_record.iter().find(|r| r.id == invoice.id);
-            if looked_up.is_some_and(|r| !r.on_record) {
+            let missing = looked_up.is_some_and(|r| !r.on_record);
+            if missing || looked_up.is_some_and(|r| r.learns_from(invoice)) {
                 if self.left() < RESERVE + 2 {
                     break;
                 }
                 self.spend();
-                return Step::BringToPaid(invoice.clone());
+                let invoice = invoice.clone();
+                return if missing {
+                    Step::BringToPaid(invoice)
+                } else {
+                    Step::Fill(invoice)
+                };
             }
             if looked_up.is_some() {
                 self.checked += 1;
@@ -513,8 +545,20 @@ impl Walk {
             brought_to_paid: applied,
             status,
         });
+        self.handled(invoice.id);
+    }
+
+    /// The invoice being handled was given the facts it lacked.
+    pub fn filled(&mut self) {
+        let id = self.page.as_ref().expect("fetched").data[self.at]
+            .id
+            .clone();
+        self.handled(id);
+    }
+
+    fn handled(&mut self, id: String) {
         self.checked += 1;
-        self.handled_to = Some(invoice.id);
+        self.handled_to = Some(id);
         self.at += 1;
     }
 

@@ -133,13 +133,16 @@ statement!(
     ["invoice_ids"],
     // For each of a page's paid invoices: whether an invoice.paid delivery is on record that
     // was processed `applied` or `stale` (one `ignored`, a livemode mismatch, or `dead`, or
-    // not processed, did not bring the invoice to paid: interface §6), and the local status.
+    // not processed, did not bring the invoice to paid: interface §6), and the local status
+    // and facts (an invoice on record may still lack the order_ref the provider knows:
+    // interface §7, learned by reconciliation).
     "SELECT j.value AS id, \
        EXISTS (SELECT 1 FROM webhook_delivery w \
                WHERE w.resource_id = j.value AND w.event_type = 'invoice.paid' \
                  AND w.outcome IN ('applied', 'stale')) AS on_record, \
-       (SELECT status FROM resource WHERE id = j.value) AS status \
-     FROM json_each(?1) j"
+       r.status AS status, r.order_ref AS order_ref, r.amount AS amount, \
+       r.currency AS currency \
+     FROM json_each(?1) j LEFT JOIN resource r ON r.id = j.value"
 );
 
 statement!(

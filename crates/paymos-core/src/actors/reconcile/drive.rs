@@ -26,8 +26,9 @@ pub trait Io {
         starting_after: Option<String>,
         paid_since: Option<i64>,
     ) -> Result<ProviderPage, String>;
-    /// The guarded transition to paid (cause reconciliation, the provider's order_ref):
-    /// whether it applied, and the status after it.
+    /// The guarded transition to paid (cause reconciliation, the provider's order_ref,
+    /// amount, currency; facts the guard refuses still fill what the invoice lacks): whether
+    /// it applied, and the status after it.
     async fn bring_to_paid(
         &mut self,
         invoice: &ProviderInvoice,
@@ -58,6 +59,10 @@ pub async fn drive<I: Io>(walk: &mut Walk, io: &mut I) -> Result<Ended, I::Error
             Step::BringToPaid(invoice) => {
                 let (applied, status) = io.bring_to_paid(&invoice).await?;
                 walk.brought(applied, status);
+            }
+            Step::Fill(invoice) => {
+                io.bring_to_paid(&invoice).await?;
+                walk.filled();
             }
             Step::Done(ended) => return Ok(ended),
         }

@@ -38,7 +38,11 @@ fn on_record(ids: &[&str], recorded: &[&str]) -> Vec<OnRecord> {
         .map(|i| OnRecord {
             id: (*i).into(),
             on_record: recorded.contains(i),
-            status: None,
+            status: Some("paid".into()),
+            // an invoice on record knows what the provider lists
+            order_ref: Some(format!("order_{i}")),
+            amount: Some("10.00".into()),
+            currency: Some("USDT".into()),
         })
         .collect()
 }
@@ -323,8 +327,10 @@ fn a_walk_reads_its_database_steps_rows_itself() {
     w.ran(&[
         vec![json!({"id": "inv_a"}), json!({"id": "inv_b"})],
         vec![
-            json!({"id": "inv_a", "on_record": 1, "status": "paid"}),
-            json!({"id": "inv_b", "on_record": 1, "status": "paid"}),
+            json!({"id": "inv_a", "on_record": 1, "status": "paid", "order_ref": "order_inv_a",
+                "amount": "10.00", "currency": "USDT"}),
+            json!({"id": "inv_b", "on_record": 1, "status": "paid", "order_ref": "order_inv_b",
+                "amount": "10.00", "currency": "USDT"}),
         ],
     ])
     .unwrap();
@@ -354,4 +360,48 @@ fn a_walk_reads_its_database_steps_rows_itself() {
     w.fetched(Ok(page(&["inv_a"], false)));
     let Step::Lookup(_) = w.step() else { panic!() };
     assert!(w.ran(&[vec![json!({"id": 3})], Vec::new()]).is_err());
+}
+
+#[test]
+fn an_invoice_on_record_that_lacks_the_providers_order_ref_is_filled_not_found() {
+    let mut w = opened(Start::Manual { full: false }, 100, run(7, 0, None));
+    let _ = w.step();
+    w.fetched(Ok(page(&["inv_known", "inv_lacks"], false)));
+    let _ = w.step();
+    let mut records = on_record(&["inv_known", "inv_lacks"], &["inv_known", "inv_lacks"]);
+    records[1].order_ref = None;
+    w.looked_up(seen(&["inv_known", "inv_lacks"]), records);
+    let Step::Fill(i) = w.step() else {
+        panic!("the invoice that lacks its order_ref is handed to the transition")
+    };
+    assert_eq!(
+        (i.id.as_str(), i.order_ref.as_deref()),
+        ("inv_lacks", Some("order_inv_lacks"))
+    );
+    w.filled();
+    let Step::Record(record) = w.step() else {
+        panic!()
+    };
+    assert_eq!(
+        names(&record),
+        ["RECORD_RECONCILIATION_PAGE", "MARK_SEEN", "RENEW_LEASE"],
+        "a fill is no finding"
+    );
+    assert_eq!(record[0].args[4], Arg::Int(2), "both checked");
+}
+
+#[test]
+fn a_fact_the_provider_does_not_know_is_not_asked_for() {
+    let mut w = opened(Start::Manual { full: false }, 100, run(7, 0, None));
+    let _ = w.step();
+    let mut listed = page(&["inv_a"], false);
+    listed.data[0].order_ref = None;
+    w.fetched(Ok(listed));
+    let _ = w.step();
+    let mut records = on_record(&["inv_a"], &["inv_a"]);
+    records[0].order_ref = None;
+    w.looked_up(seen(&["inv_a"]), records);
+    let Step::Record(_) = w.step() else {
+        panic!("nothing to learn: no transition")
+    };
 }
