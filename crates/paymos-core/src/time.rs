@@ -74,8 +74,10 @@ pub fn unix_of_iso(s: &str) -> Option<i64> {
 }
 
 /// An ISO-8601 time as the admin API takes it (`2026-11-30`, `2026-11-30T04:12`,
-/// `2026-11-30T04:12:00`, with optional fraction and `Z` or `±HH:MM`), trimmed; `None` if it
-/// is not one. SQLite's `strftime` turns it into the stored form.
+/// `2026-11-30T04:12:00`, with optional fraction and `Z` or `±HH:MM`, HH at most 14, as real
+/// offsets are), trimmed; `None` if it is not one. SQLite's `strftime` turns it into the
+/// stored form, and reads no offset past ±14:59 (it answers NULL, which would match nothing:
+/// `paymos-sim/tests/times.rs` holds the two together).
 pub fn normalize_iso8601(s: &str) -> Option<String> {
     let s = s.trim();
     let b = s.as_bytes();
@@ -135,7 +137,7 @@ pub fn normalize_iso8601(s: &str) -> Option<String> {
         || (zone.len() == 6
             && matches!(zone.as_bytes()[0], b'+' | b'-')
             && zone.as_bytes()[3] == b':'
-            && in_range(i + 1..i + 3, 0, 23)
+            && in_range(i + 1..i + 3, 0, 14)
             && in_range(i + 4..i + 6, 0, 59));
     zone_ok.then(|| s.to_string())
 }
@@ -166,6 +168,7 @@ mod tests {
             "2026-11-30T25:00",
             "2026-11-30T04:12:05.Z",
             "2026-11-30T04:12+2",
+            "2026-11-30T04:12+15:00",
             "1764450000",
             "2026-02-30",
             "2026-02-29",
