@@ -128,6 +128,10 @@ impl dead_letter::Io for Worker<'_> {
     async fn load(&mut self, event_id: &str) -> sql::DbResult<Option<DeliveryRow>> {
         sql::load_delivery(self.db, event_id).await
     }
+
+    async fn count(&mut self, b: Bound<'static>) -> sql::DbResult<()> {
+        sql::returned_row(self.db, b).await.map(drop)
+    }
 }
 
 /// Acks or retries each message as the core said, logs, and sends what the transaction
@@ -193,7 +197,7 @@ async fn dead_letter_one(
             };
             match queue::enqueue(env, again).await {
                 Ok(()) => {
-                    let why = "its failures were not recorded (D1 unreachable?): handed back";
+                    let why = "its failures were not recorded (D1 unreachable, or the consumer died): handed back, counted as one";
                     log::line("dead_letter", &m.event_id, "handed_back", Some(why));
                     message.ack();
                 }

@@ -244,6 +244,32 @@ test("dead-letter message arriving after an operator's replay does not bury the 
   }
 });
 
+test("a delivery whose consumer dies every time, recording nothing, still goes dead", async () => {
+  const doomed = envelope("invoice.paid", randomId("inv_"));
+  const dying = await startWorker({
+    vars: { TEST_CONSUMER_DIES_ON: doomed.event_id },
+    scriptPath: new URL("./helpers/consumer-dies.mjs", import.meta.url).pathname,
+    // three deliveries of a message before its dead letter, so that the cycles are short
+    patch: (o) => (o.queueConsumers["paymos-deliveries"] = { ...o.queueConsumers["paymos-deliveries"], maxRetries: 2 }),
+  });
+  try {
+    assert.equal((await deliver(dying.url, doomed)).status, 200);
+    const dead = await dying.processed(doomed.event_id, 120000);
+    assert.equal(dead.outcome, "dead");
+    const r = await row(dying.db, doomed.event_id);
+    assert.equal(r.attempts, 3, "each hand-back counted one failure");
+    assert.match(r.last_error, /no failure recorded .*handed back/);
+    const verdicts = dying.logs.filter((l) => l.stage === "dead_letter" && l.event_id === doomed.event_id).map((l) => l.outcome);
+    assert.deepEqual(verdicts, ["handed_back", "handed_back", "handed_back", "dead"]);
+    // a delivery of the same worker whose consumer lives is processed as ever
+    const fine = envelope("invoice.paid", randomId("inv_"));
+    await deliver(dying.url, fine);
+    assert.equal((await dying.processed(fine.event_id)).outcome, "applied");
+  } finally {
+    await dying.close();
+  }
+});
+
 test("copies racing the dead-letter consumer: a delivery never says dead of a transition it applied", async () => {
   // Each delivery gets a queue copy and a dead-letter message at the same moment, the
   // timeline of a sweeper copy in flight when the dead-letter consumer runs. Whichever wins,

@@ -1414,6 +1414,10 @@ impl dead_letter::Io for DeadLetterIo<'_, '_> {
             .into_iter()
             .next())
     }
+    async fn count(&mut self, b: Bound<'static>) -> Result<(), String> {
+        let ex = self.sim.write_delivery(self.d, Who::Failure, &b);
+        ex.result.map(drop)
+    }
 }
 
 /// The effect ids a committed transition batch released (`read_transition`'s `released`).

@@ -4,8 +4,11 @@
 //! this generation. A failure is recorded only while D1 answers, so a message whose retries
 //! were spent by a D1 outage (or by a consumer that kept dying before it could record
 //! anything) is handed back to the consumer from a fresh message instead: the delivery is
-//! processed once D1 is back, with no operator (interface §3, amended). A delivery replayed
-//! meanwhile (another generation) is left to its replay.
+//! processed once D1 is back, with no operator (interface §3, amended). Each hand-back counts
+//! as one failure, so a consumer that dies on a delivery every time (its CPU or memory spent)
+//! buries it after that many hand-backs, hours after an hour-long outage would have ended,
+//! instead of handing it back for ever. A delivery replayed meanwhile (another generation) is
+//! left to its replay.
 
 use std::borrow::Cow;
 
@@ -71,6 +74,19 @@ pub fn verdict(marked: bool, row: Option<&DeliveryRow>, generation: Option<i64>)
     Verdict::HandBack { generation }
 }
 
+/// The last error a counted hand-back leaves on a row that has none.
+pub const HANDED_BACK: &str =
+    "queue retries spent with no failure recorded (D1 unreachable, or the consumer died): handed back";
+
+/// The statement that counts a hand-back as a failure ([`decide`]).
+pub fn count_hand_back(event_id: &str, generation: Option<i64>) -> Bound<'static> {
+    st::COUNT_HAND_BACK.bind(vec![
+        Arg::Text(Cow::Owned(event_id.to_string())),
+        Arg::opt_int(generation),
+        Arg::text(HANDED_BACK),
+    ])
+}
+
 /// What the dead-letter driver does to the world. A failed call leaves the message to be
 /// retried (nothing was decided).
 #[allow(async_fn_in_trait)]
@@ -80,10 +96,12 @@ pub trait Io {
     async fn mark(&mut self, b: Bound<'static>) -> Result<bool, Self::Error>;
     /// `LOAD_DELIVERY`.
     async fn load(&mut self, event_id: &str) -> Result<Option<DeliveryRow>, Self::Error>;
+    /// `COUNT_HAND_BACK`, before the driver sends the message again.
+    async fn count(&mut self, b: Bound<'static>) -> Result<(), Self::Error>;
 }
 
 /// The dead letter's verdict, written once for both drivers: mark, and if that changed
-/// nothing, load the delivery to say why.
+/// nothing, load the delivery to say why; a hand-back is counted before it is sent.
 pub async fn decide<I: Io>(
     io: &mut I,
     event_id: &str,
@@ -96,7 +114,11 @@ pub async fn decide<I: Io>(
     } else {
         io.load(event_id).await?
     };
-    Ok(verdict(marked, row.as_ref(), generation))
+    let verdict = verdict(marked, row.as_ref(), generation);
+    if let Verdict::HandBack { generation } = verdict {
+        io.count(count_hand_back(event_id, generation)).await?;
+    }
+    Ok(verdict)
 }
 
 #[cfg(test)]
@@ -172,6 +194,10 @@ mod tests {
             self.asked.push("LOAD_DELIVERY");
             Ok(self.row.clone())
         }
+        async fn count(&mut self, b: Bound<'static>) -> Result<(), ()> {
+            self.asked.push(b.statement.name);
+            Ok(())
+        }
     }
 
     #[test]
@@ -192,5 +218,22 @@ mod tests {
         let v = crate::actors::run_at_once(decide(&mut replayed, "evt_1", Some(0), &m));
         assert_eq!(v, Ok(Verdict::Superseded("replayed")));
         assert_eq!(replayed.asked, ["MARK_DEAD", "LOAD_DELIVERY"]);
+        // nothing recorded: handed back, and the hand-back counted first
+        let mut unrecorded = World {
+            marks: false,
+            row: Some(row(false, 0, 0)),
+            asked: Vec::new(),
+        };
+        let v = crate::actors::run_at_once(decide(&mut unrecorded, "evt_1", Some(0), &m));
+        assert_eq!(
+            v,
+            Ok(Verdict::HandBack {
+                generation: Some(0)
+            })
+        );
+        assert_eq!(
+            unrecorded.asked,
+            ["MARK_DEAD", "LOAD_DELIVERY", "COUNT_HAND_BACK"]
+        );
     }
 }

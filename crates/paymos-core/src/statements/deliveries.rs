@@ -83,6 +83,20 @@ statement!(
 );
 
 statement!(
+    COUNT_HAND_BACK,
+    ["event_id", "generation", "error"],
+    // A dead letter handed back (actors::dead_letter) counts as a failure of its own: retries
+    // spent with none recorded are a D1 outage, or a consumer that dies before it can record
+    // (a delivery that exhausts its CPU or memory every time). The first is over within the
+    // hour the contract allows, the second never: counted, it goes dead after
+    // DEAD_AFTER_RECORDED_FAILURES hand-backs instead of being handed back for ever. A
+    // failure the consumer recorded keeps its text.
+    "UPDATE webhook_delivery SET attempts = attempts + 1, last_error = coalesce(last_error, ?3) \
+     WHERE event_id = ?1 AND processed_at IS NULL AND (?2 IS NULL OR generation = ?2) \
+     RETURNING attempts"
+);
+
+statement!(
     MARK_DEAD,
     ["event_id", "generation", "min_failures"],
     // Only for the generation the dead-letter message was sent for (NULL: a message from
@@ -90,8 +104,8 @@ statement!(
     // once at least `min_failures` failed attempts were recorded on the row in this
     // generation: a failure is recorded only while D1 answers, so a message that spent its
     // retries while D1 was down (or its consumer kept dying) is not a poison message and is
-    // handed back instead (actors::dead_letter; interface §3: a D1 outage makes no delivery
-    // dead).
+    // handed back instead, which counts one (COUNT_HAND_BACK; actors::dead_letter; interface
+    // §3: a D1 outage makes no delivery dead).
     "UPDATE webhook_delivery SET outcome = 'dead', processed_at = ",
     now!(),
     ", \

@@ -317,6 +317,7 @@ pub static ALL: &[&Statement] = &[
     &LIST_DELIVERIES,
     &MARK_IGNORED,
     &RECORD_FAILURE,
+    &COUNT_HAND_BACK,
     &MARK_DEAD,
     &CLAIM_UNPROCESSED,
     &RESET_FOR_REPLAY,
