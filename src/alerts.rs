@@ -178,7 +178,7 @@ impl<'a> Run<'a> {
 }
 
 /// D1 could not be read: `database_unavailable`, sent without D1, logged.
-async fn unavailable(env: &Env, error: &str) -> AppResult<()> {
+pub async fn unavailable(env: &Env, error: &str) -> AppResult<()> {
     let now = crate::clock::now_seconds();
     let id = database_unavailable_id(now);
     let (since, runs) = OUTAGE.with(|o| {

@@ -262,6 +262,15 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     for warning in config::setting_warnings(&env) {
         log::line("config", "-", "invalid_setting", Some(&warning));
     }
+    // asked first, with a time limit: a D1 whose calls hang would hold every step below at its
+    // first statement, the alert that says so included (interface §9)
+    if let Ok(db) = sql::database(&env) {
+        if sql::hangs(&db).await {
+            let _ =
+                alerts::unavailable(&env, "D1 did not answer the cron's probe within 10 s").await;
+            return;
+        }
+    }
     let start = if event.cron() == RECONCILE_CRON {
         reconcile::Start::Daily
     } else {

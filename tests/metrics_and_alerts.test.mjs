@@ -5,6 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
+import { createServer as createNetServer } from "node:net";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { startWorker, eventually, SECRET_NEW, SECRET_OLD } from "./helpers/worker.mjs";
@@ -802,7 +803,7 @@ test("pull mode: an order system reads the feed to the end and acknowledges each
 
 // ---------------------------------------------------------------- D1 unavailable
 
-test("database_unavailable: when the cron cannot read D1 (a table gone, or a binding that answers nothing), it still sends the alert, signed, once per hour's id, and logs it", async () => {
+test("database_unavailable: when the cron cannot read D1 (a table gone, a binding that answers nothing, or one whose calls hang), it still sends the alert, signed, once per hour's id, and logs it", async () => {
   const hook = await alertHook();
   const vars = { ALERT_WEBHOOK_URL: hook.url, ALERT_WEBHOOK_SECRET: ALERT_SECRET };
   const hourId = () => `alt_dbdown_${new Date().toISOString().slice(0, 13).replace(/[-T]/g, "")}`;
@@ -857,6 +858,28 @@ test("database_unavailable: when the cron cannot read D1 (a table gone, or a bin
     assert.equal((await deliver(down.url, envelope("invoice.paid", randomId("inv_")))).status, 503);
   } finally {
     await down.close();
+  }
+  // 3. D1's calls hang: the cron's probe gives up after 10 s and says so, instead of the run
+  // waiting at its first statement for ever
+  const silent = createNetServer((socket) => socket.on("data", () => {})); // accepts, never answers
+  await new Promise((r) => silent.listen(0, "127.0.0.1", r));
+  const hangs = await startWorker({
+    vars: { ...vars, TEST_D1_HANGS_URL: `http://127.0.0.1:${silent.address().port}/` },
+    scriptPath: new URL("./helpers/d1-down.mjs", import.meta.url).pathname,
+  });
+  try {
+    const before = hook.requests.length;
+    await hangs.scheduled();
+    const sent = hook.requests.slice(before);
+    assert.deepEqual(
+      sent.map((r) => [r.json.kind, r.id]),
+      [["database_unavailable", hourId()]],
+    );
+    assert.match(sent[0].json.summary, /did not answer/);
+    assert.ok(hangs.logs.some((l) => l.stage === "alert" && l.outcome === "database_unavailable" && /did not answer/.test(l.detail)), "logged, with why");
+  } finally {
+    await hangs.close();
+    silent.close();
     hook.server.close();
   }
 });

@@ -39,6 +39,25 @@ export function d1Run(db, text) {
   return prepared(db, text)[0].run().then(() => "null");
 }
 
+/** How long `d1Probe` waits for D1's answer: the cron's probe (src/sql/d1.rs, `probe`). */
+const PROBE_MS = 10_000;
+
+/**
+ * `"ok"` when D1 answered the statement, `"error"` when it refused, `"timeout"` when it did
+ * not answer within PROBE_MS (its calls hang).
+ */
+export function d1Probe(db, text) {
+  const answered = prepared(db, text)[0]
+    .first()
+    .then(
+      () => "ok",
+      () => "error",
+    );
+  let timer;
+  const late = new Promise((resolve) => (timer = setTimeout(() => resolve("timeout"), PROBE_MS)));
+  return Promise.race([answered, late]).finally(() => clearTimeout(timer));
+}
+
 /** One batch, one transaction: each statement's rows, as a JSON array of arrays. */
 export function d1Batch(db, text) {
   return db

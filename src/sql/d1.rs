@@ -61,6 +61,8 @@ extern "C" {
     fn run_js(db: &DatabaseSys, statements: &str) -> Result<js_sys::Promise, JsValue>;
     #[wasm_bindgen(catch, js_name = d1Batch)]
     fn batch_js(db: &DatabaseSys, statements: &str) -> Result<js_sys::Promise, JsValue>;
+    #[wasm_bindgen(catch, js_name = d1Probe)]
+    fn probe_js(db: &DatabaseSys, statements: &str) -> Result<js_sys::Promise, JsValue>;
 }
 
 type Call = fn(&DatabaseSys, &str) -> Result<js_sys::Promise, JsValue>;
@@ -137,6 +139,12 @@ pub async fn first(db: &D1Database, b: &Bound<'_>) -> Result<String, JsValue> {
 
 pub async fn run(db: &D1Database, b: &Bound<'_>) -> Result<(), JsValue> {
     call(db, run_js, std::slice::from_ref(b)).await.map(drop)
+}
+
+/// Whether D1 answered `b` within d1.js's limit (10 s): `ok`, `error` (it refused), or
+/// `timeout` (its calls hang).
+pub async fn probe(db: &D1Database, b: &Bound<'_>) -> Result<String, JsValue> {
+    call(db, probe_js, std::slice::from_ref(b)).await
 }
 
 /// One D1 batch (one transaction): each statement's rows, as a JSON array of arrays.

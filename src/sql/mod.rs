@@ -37,6 +37,13 @@ pub fn database(env: &Env) -> DbResult<D1Database> {
     crate::binding::required(env, DATABASE).map_err(|e| DbError::Binding(e.to_string()))
 }
 
+/// D1 did not answer the cron's probe (`PROBE`) within d1.js's limit: its calls hang. A
+/// refusal is not a hang (every step then fails at once, and the alerts say so).
+pub async fn hangs(db: &D1Database) -> bool {
+    let probe = paymos_core::statements::PROBE.bind(Vec::new());
+    matches!(d1::probe(db, &probe).await.as_deref(), Ok("timeout"))
+}
+
 fn prepare(db: &D1Database, b: &Bound<'_>) -> DbResult<StatementSys> {
     d1::prepare(db, b).map_err(|e| rejected(Site::of(b), e))
 }

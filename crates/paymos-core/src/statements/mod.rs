@@ -311,6 +311,7 @@ pub use transition::*;
 /// Every statement, for checks that run them all (parameter counts here; the simulator
 /// prepares each against the migrated schema).
 pub static ALL: &[&Statement] = &[
+    &PROBE,
     &INSERT_DELIVERY,
     &LOAD_DELIVERY,
     &LOAD_DELIVERIES,

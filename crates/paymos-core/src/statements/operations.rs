@@ -14,6 +14,15 @@ macro_rules! unix_ms {
 }
 
 statement!(
+    PROBE,
+    [],
+    // Whether D1 answers at all, asked first by every cron run with a time limit: a D1 whose
+    // calls hang would hold the run at its first statement and never reach the alert that
+    // says so (interface §9). Reads no row.
+    "SELECT 1 AS ok"
+);
+
+statement!(
     METRICS_FACTS,
     [],
     // Every fact reads a bounded number of rows whatever the history (interface §10), decided
