@@ -44,33 +44,42 @@ impl<T: FromStr + PartialOrd + Copy + Display> Numeric<T> {
         };
         // a var, not a secret: quoted in the warning, cut short
         let shown: String = raw.chars().take(40).collect();
-        match raw.parse::<T>() {
+        // a negative integer is a number below an unsigned setting's range, not "not a number"
+        let negative = raw
+            .strip_prefix('-')
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+        match raw.parse::<T>().map_err(|_| negative) {
             // NaN fails both comparisons, so it is outside
             Ok(v) if v >= self.min && v <= self.max => Read {
                 value: v,
                 warning: None,
             },
-            Ok(v) => {
-                let value = match self.outside {
-                    Outside::Default => self.default,
-                    Outside::Nearest if v < self.min => self.min,
-                    Outside::Nearest => self.max,
-                };
-                Read {
-                    value,
-                    warning: Some(format!(
-                        "{} is {shown:?}, outside {} to {}: {value} is used",
-                        self.name, self.min, self.max
-                    )),
-                }
-            }
-            Err(_) => Read {
+            Ok(v) => self.outside(&shown, v < self.min),
+            Err(true) => self.outside(&shown, true),
+            Err(false) => Read {
                 value: self.default,
                 warning: Some(format!(
                     "{} is {shown:?}, which cannot be read as a number: the default {} is used",
                     self.name, self.default
                 )),
             },
+        }
+    }
+
+    /// A value outside the range (`below` it, or above): the default or the nearest bound,
+    /// as the setting says, and said.
+    fn outside(&self, shown: &str, below: bool) -> Read<T> {
+        let value = match self.outside {
+            Outside::Default => self.default,
+            Outside::Nearest if below => self.min,
+            Outside::Nearest => self.max,
+        };
+        Read {
+            value,
+            warning: Some(format!(
+                "{} is {shown:?}, outside {} to {}: {value} is used",
+                self.name, self.min, self.max
+            )),
         }
     }
 }
@@ -195,6 +204,23 @@ mod tests {
         assert_eq!(r.value, 100);
         assert!(r.warning.unwrap().ends_with("100 is used"));
         assert_eq!(TIMEOUT.read(Some("999999")).value, 60_000);
+        // a negative integer is below an unsigned setting's range, not "not a number"
+        let r = TIMEOUT.read(Some("-1"));
+        assert_eq!(r.value, 100);
+        assert!(r
+            .warning
+            .unwrap()
+            .ends_with("outside 100 to 60000: 100 is used"));
+        assert!(TIMEOUT
+            .read(Some("-1.5"))
+            .warning
+            .unwrap()
+            .contains("cannot be read"));
+        assert!(TIMEOUT
+            .read(Some("-"))
+            .warning
+            .unwrap()
+            .contains("cannot be read"));
         for raw in ["0", "-1", "NaN", "inf"] {
             let r = SCALE.read(Some(raw));
             assert_eq!(r.value, 1.0, "{raw}");
