@@ -3,9 +3,7 @@
 // the consumer runs, as an invocation that spends its CPU or memory on a delivery every time
 // would, so no failure is ever recorded on the row. For the test that such a delivery still
 // goes dead (interface §3) instead of being handed back by the dead-letter queue for ever.
-import Ours from "../../build/index.js";
-
-const call = (method, arg, env, ctx) => (typeof Ours === "function" ? new Ours(ctx, env)[method](arg) : Ours[method](arg, env, ctx));
+import { call } from "./ours.mjs";
 
 function dies(batch, env) {
   const doomed = String(env.TEST_CONSUMER_DIES_ON ?? "").split(",");

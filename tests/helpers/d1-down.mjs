@@ -4,7 +4,7 @@
 // that the 5-minute cron still sends `database_unavailable` when it cannot read D1 at all
 // (interface §9). The class is named as the runtime's (workers-rs checks a binding's class
 // name); nothing else is changed.
-import Ours from "../../build/index.js";
+import { call } from "./ours.mjs";
 
 let hangsOn;
 // D1's own errors carry their cause (the runtime's message); workers-rs reads it from there
@@ -51,8 +51,6 @@ function withoutD1(env) {
   const db = new D1Database();
   return new Proxy(env, { get: (target, prop, receiver) => (prop === "DB" ? db : Reflect.get(target, prop, receiver)) });
 }
-
-const call = (method, arg, env, ctx) => (typeof Ours === "function" ? new Ours(ctx, env)[method](arg) : Ours[method](arg, env, ctx));
 
 export default {
   fetch: (request, env, ctx) => call("fetch", request, withoutD1(env), ctx),
