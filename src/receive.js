@@ -19,6 +19,20 @@ const decoder = new TextDecoder();
 let setup;
 
 /**
+ * Reads the setup at the isolate's start, where the environment is importable: the first
+ * delivery then neither runs nor compiles the configuration's reading. Without an importable
+ * environment, or should it fail, the first delivery reads it as before.
+ */
+export function prepareReceive(wasm, env) {
+  if (env === undefined) return;
+  try {
+    setup = readSetup(wasm.receive_setup(env));
+  } catch {
+    setup = undefined;
+  }
+}
+
+/**
  * The reply to a delivery this driver takes (a promise of it), or `undefined` for a request
  * it leaves to the wasm's `fetch`. `wasm`: the receive path's exports (driver.rs).
  */

@@ -1,8 +1,9 @@
 // The Worker's entry (scripts/build.sh bundles it into build/index.js): worker-build's module
 // (build/glue.js: the wasm, its glue and the entrypoint class), with the deliveries that the
 // receive path's JavaScript driver takes (src/receive.js) handed to it first.
+import { env } from "cloudflare:workers";
 import Glue from "../build/glue.js";
-import { receiveDelivery } from "./receive.js";
+import { prepareReceive, receiveDelivery } from "./receive.js";
 
 export * from "../build/glue.js";
 
@@ -15,6 +16,9 @@ for (const name of ["receive_setup", "receive_check", "receive_unreadable", "rec
   wasm[name] = proto[name];
   delete proto[name];
 }
+
+// the receive path's once-per-isolate setup, read at the isolate's start
+prepareReceive(wasm, env);
 
 export default class Receiver extends Glue {
   fetch(request) {
