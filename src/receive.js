@@ -28,7 +28,7 @@ export function prepareReceive(wasm, env) {
   try {
     setup = readSetup(wasm.receive_setup(env));
   } catch {
-    setup = undefined;
+    // left unset: the first delivery asks again
   }
 }
 
