@@ -72,6 +72,7 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
             acknowledged: k.state == "acknowledged",
             sent_at: k.sent_at_unix,
             acked_mark: k.acked_mark,
+            reopened_unsent: k.reopened_unsent,
         });
         let action = decide(o, state.as_ref(), now);
         if let Some(id) = run.act(kind, action, o, k).await? {

@@ -363,6 +363,27 @@ test("alerts: each kind opens, is sent once (Python verifies it), is not re-sent
     hook.failing = false;
     await w.scheduled();
     assert.equal(hook.requests.filter((r) => r.json.id === reopened.id).length, 1, "sent once it could be");
+    // nor a reopening whose send failed: the new instance goes out at the next run, not six
+    // hours after the instance before it was sent
+    assert.equal((await admin(w.url, "POST", `/alerts/${reopened.id}/ack`)).status, 200);
+    hook.failing = true;
+    const dead3 = envelope("invoice.paid", randomId("inv_"));
+    await insert(dead3, ", processed_at, outcome", `, ${now}, 'dead'`);
+    await w.scheduled();
+    const unsent = (await admin(w.url, "GET", "/alerts")).json.data.find((x) => x.id === reopened.id);
+    assert.deepEqual([unsent.state, unsent.reopens, unsent.sends], ["open", 1, 1]);
+    assert.match(unsent.last_send_error, /503/);
+    hook.failing = false;
+    await w.scheduled();
+    const told = hook.requests.filter((r) => r.json.id === reopened.id);
+    assert.deepEqual(
+      told.map((r) => [r.id, r.json.count]),
+      [
+        [reopened.id, 1],
+        [`${reopened.id}_1`, 2],
+      ],
+      "the reopened alert sent at the next run",
+    );
     assert.ok((await admin(w.url, "GET", "/metrics")).json.alerts_open >= 1);
   } finally {
     await w.close();

@@ -102,6 +102,8 @@ pub struct KeptAlert {
     pub state: String,
     pub acked_mark: Option<i64>,
     pub sent_at_unix: Option<i64>,
+    #[serde(deserialize_with = "paymos_core::rows::flag")]
+    pub reopened_unsent: bool,
 }
 
 pub async fn kept_alerts(db: &D1Database) -> DbResult<Vec<KeptAlert>> {

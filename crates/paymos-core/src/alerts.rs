@@ -386,6 +386,9 @@ pub struct Kept {
     /// The newest instance the acknowledgement covered; `None`: not acknowledged, or
     /// acknowledged before marks were kept with nothing known (then never reopened).
     pub acked_mark: Option<i64>,
+    /// Reopened (a new instance after an acknowledgement) since its last successful send:
+    /// the new instance is not told yet, whenever the previous one was.
+    pub reopened_unsent: bool,
 }
 
 /// What to do with one kind's alert.
@@ -419,10 +422,11 @@ pub fn decide(observed: Option<&Observation>, kept: Option<&Kept>, now: i64) -> 
             }
             _ => Action::Update { send: false },
         },
+        // a reopening whose send failed is tried again at the next run, as a first send is
         (Some(_), Some(k)) => Action::Update {
-            send: k
-                .sent_at
-                .is_none_or(|at| now.saturating_sub(at) >= RESEND_AFTER_SECONDS),
+            send: k.reopened_unsent
+                || k.sent_at
+                    .is_none_or(|at| now.saturating_sub(at) >= RESEND_AFTER_SECONDS),
         },
     }
 }
@@ -566,6 +570,7 @@ mod tests {
             acknowledged: false,
             sent_at: Some(NOW - 3600),
             acked_mark: None,
+            reopened_unsent: false,
         };
         assert_eq!(
             decide(Some(&o), Some(&sent), NOW),
@@ -590,6 +595,7 @@ mod tests {
             acknowledged: true,
             sent_at: Some(NOW - 7 * 3600),
             acked_mark: None,
+            reopened_unsent: false,
         };
         assert_eq!(
             decide(Some(&o), Some(&acked), NOW),
@@ -616,6 +622,7 @@ mod tests {
             acknowledged: true,
             sent_at: Some(NOW - 60),
             acked_mark: Some(t),
+            reopened_unsent: false,
         };
         // the same dead ones: silent
         assert_eq!(
@@ -689,6 +696,20 @@ mod tests {
             ),
             Action::Update { send: false }
         );
+        // reopened, and its send failed: open, last sent a minute ago (the instance before)
+        let reopened = Kept {
+            reopened_unsent: true,
+            ..open.clone()
+        };
+        assert_eq!(
+            decide(
+                Some(&marked(AlertKind::DeliveryDead, 3, t + 1)),
+                Some(&reopened),
+                NOW
+            ),
+            Action::Update { send: true },
+            "the new instance is sent at the next run, not 6 hours after the last send"
+        );
         // all dismissed: the condition no longer holds
         assert_eq!(decide(None, Some(&acked), NOW), Action::Resolve);
         // acknowledged without a mark (before marks were kept): never reopened by one
@@ -719,6 +740,7 @@ mod tests {
             acknowledged: true,
             sent_at: Some(NOW),
             acked_mark: Some(mark),
+            reopened_unsent: false,
         };
         // acknowledged at 26 refused in all; refusals go on
         let k = acked(seen(&facts(26, 26)).mark.expect("marked by the total"));
@@ -773,6 +795,7 @@ mod tests {
             acknowledged: true,
             sent_at: Some(NOW),
             acked_mark: o.mark,
+            reopened_unsent: false,
         };
         let k = acked(seen(&backlog(5)));
         for (n, action) in [

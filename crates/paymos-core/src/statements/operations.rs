@@ -117,8 +117,10 @@ statement!(
     KEPT_ALERTS,
     [],
     // the unresolved ones (at most one per kind: the partial unique index's rows)
+    // (times are ISO-8601 texts to the millisecond: they compare as texts)
     "SELECT id, kind, state, count, mark, acked_count, acked_mark, \
-       CAST(strftime('%s', sent_at) AS INTEGER) AS sent_at_unix \
+       CAST(strftime('%s', sent_at) AS INTEGER) AS sent_at_unix, \
+       COALESCE(reopened_at > sent_at, 0) AS reopened_unsent \
      FROM alert WHERE state <> 'resolved'"
 );
 
