@@ -278,7 +278,8 @@ function plan(env, eventId, row) {
   if ((e.livemode === true) !== live) return { ignore: "livemode_mismatch" };
   const p = env.STATEMENTS.events[e.type];
   if (!p) return { ignore: "unknown_event_type" };
-  const str = (k) => (typeof e.data[k] === "string" ? e.data[k] : null);
+  // a blank text is none given, as ours reads it
+  const str = (k) => (typeof e.data[k] === "string" && e.data[k].trim() !== "" ? e.data[k] : null);
   const values = {
     resource_id: e.data.id,
     order_ref: str("order_ref"),

@@ -390,6 +390,30 @@ test("a fulfilment made before its order_ref is known waits, then goes out with 
   }
 });
 
+test("an invoice.paid whose order_ref is blank: its fulfilment waits, then goes out with the real one", async () => {
+  const w = await startWorker({ vars: VARS() });
+  try {
+    const inv = randomId("inv_");
+    // the first endpoint's copy carries a blank order_ref; a fulfilment sent with it would
+    // ship to no order, and a known order_ref is never overwritten
+    const blank = envelope("invoice.paid", inv, { data: { order_ref: "  " } });
+    await deliver(w.url, blank);
+    assert.equal((await w.processed(blank.event_id)).outcome, "applied");
+    const [waiting] = (await admin(w.url, "GET", `/resources/${inv}`)).json.effects;
+    assert.deepEqual([waiting.kind, waiting.dispatch, waiting.awaiting_order_ref, waiting.order_ref], ["fulfilment", "pending", true, null]);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(shippedFor(inv).length, 0, "not sent with a blank order_ref");
+    // the second endpoint's copy of the same payment, with the order_ref
+    const real = envelope("invoice.paid", inv, { data: { order_ref: "order_1042" } });
+    await deliver(w.url, real);
+    assert.equal((await w.processed(real.event_id)).outcome, "stale");
+    const [shipped] = await eventually("shipped with its order_ref", () => shippedFor(inv).length === 1 && shippedFor(inv));
+    assert.deepEqual([shipped.id, shipped.body.order_ref], [waiting.id, "order_1042"]);
+  } finally {
+    await w.close();
+  }
+});
+
 test("one effect's id three times in one queue batch: posted once, the copies answered as duplicates", async () => {
   // pending in pull mode first, so that nothing has sent it yet
   const dir = await mkdtemp(path.join(tmpdir(), "paymos-dup-batch-"));

@@ -27,8 +27,8 @@ pub struct Envelope {
     pub resource_id: String,
     /// From `data.id`'s prefix; equals the category's kind when the category is known.
     pub resource_kind: ResourceKind,
-    /// `data`'s string fields that a transition records; each `None` if absent or not a
-    /// string. (The rest of `data` is not kept.)
+    /// `data`'s string fields that a transition records; each `None` if absent, not a
+    /// string, or blank ([`given`]). (The rest of `data` is not kept.)
     pub order_ref: Option<String>,
     pub amount: Option<String>,
     pub currency: Option<String>,
@@ -178,10 +178,23 @@ pub fn parse_envelope(
         livemode,
         resource_id: resource_id.to_owned(),
         resource_kind,
-        order_ref: data.order_ref.and_then(Field::into_string),
-        amount: data.amount.and_then(Field::into_string),
-        currency: data.currency.and_then(Field::into_string),
+        order_ref: given(data.order_ref.and_then(Field::into_string)),
+        amount: given(data.amount.and_then(Field::into_string)),
+        currency: given(data.currency.and_then(Field::into_string)),
     })
+}
+
+/// A fact the provider gave (an `order_ref`, an amount, a currency), as it gave it; blank
+/// text (empty, or only whitespace) is none given, as the admin API reads an operator's: a
+/// fulfilment sent with an `order_ref` of `""` would ship to no order, and the real one,
+/// learned later, could never replace it (a known `order_ref` is never overwritten).
+pub fn given(text: Option<String>) -> Option<String> {
+    text.filter(|t| !t.trim().is_empty())
+}
+
+/// [`given`] for serde: a provider's field, `None` when absent, null or blank.
+pub fn given_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    <Option<String> as serde::Deserialize>::deserialize(d).map(given)
 }
 
 /// A known event type about another category's resource (`invoice.paid` on a `wdr_` id) is
@@ -257,6 +270,20 @@ mod tests {
         assert_eq!(parse_v(&v).unwrap().currency, None);
         let v = with(&["data", "order_ref"], None);
         assert_eq!(parse_v(&v).unwrap().order_ref, None);
+    }
+
+    /// A blank `order_ref` (or amount, currency) is none given: the fulfilment waits for the
+    /// real one rather than ship to no order; one with text is kept as given, spaces and all.
+    #[test]
+    fn blank_data_strings_are_none_given() {
+        for blank in ["", " ", "\t\n", "\u{3000}"] {
+            let mut v = with(&["data", "order_ref"], Some(json!(blank)));
+            v["data"]["amount"] = json!(blank);
+            let e = parse_v(&v).unwrap();
+            assert_eq!((e.order_ref, e.amount), (None, None), "{blank:?}");
+        }
+        let v = with(&["data", "order_ref"], Some(json!(" order_1 ")));
+        assert_eq!(parse_v(&v).unwrap().order_ref.as_deref(), Some(" order_1 "));
     }
 
     #[test]

@@ -340,7 +340,13 @@ fn reference_envelope(body: &[u8], header: Option<&str>) -> Result<Envelope, Env
             return Err(EnvelopeError::ResourceMismatch);
         }
     }
-    let string = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_owned);
+    // a blank text is none given
+    let string = |k: &str| {
+        data.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+            .map(str::to_owned)
+    };
     Ok(Envelope {
         event_id: event_id.clone(),
         category: category.to_owned(),
@@ -387,6 +393,7 @@ fn repeats() -> impl Strategy<Value = Vec<(usize, Value, bool)>> {
 fn data_strings() -> impl Strategy<Value = Vec<Option<Value>>> {
     let one = prop_oneof![
         2 => ".{0,8}".prop_map(|s| Some(Value::String(s))),
+        1 => "[ \t\n\u{3000}]{0,3}".prop_map(|s| Some(Value::String(s))),
         1 => json_value().prop_map(Some),
         1 => Just(None),
     ];

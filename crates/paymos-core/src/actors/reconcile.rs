@@ -75,11 +75,12 @@ pub struct ProviderInvoice {
     pub id: String,
     #[serde(default)]
     pub status: Option<String>,
-    #[serde(default)]
+    // a blank fact is none given, as in a delivery's envelope
+    #[serde(default, deserialize_with = "crate::envelope::given_text")]
     pub amount: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::envelope::given_text")]
     pub currency: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::envelope::given_text")]
     pub order_ref: Option<String>,
 }
 

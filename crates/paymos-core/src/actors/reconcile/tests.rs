@@ -405,3 +405,33 @@ fn a_fact_the_provider_does_not_know_is_not_asked_for() {
         panic!("nothing to learn: no transition")
     };
 }
+
+/// The provider's blank `order_ref` (or amount, currency) is none given, as a delivery's is.
+#[test]
+fn a_blank_fact_from_the_provider_is_none_given() {
+    let page: ProviderPage = serde_json::from_str(
+        r#"{"data":[{"id":"inv_1","status":"paid","amount":" ","currency":"USDT","order_ref":""},
+                    {"id":"inv_2","status":"paid","order_ref":null},
+                    {"id":"inv_3","status":"paid","order_ref":" order_3"}],"has_more":false}"#,
+    )
+    .unwrap();
+    let facts: Vec<_> = page
+        .data
+        .iter()
+        .map(|i| {
+            (
+                i.order_ref.as_deref(),
+                i.amount.as_deref(),
+                i.currency.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        facts,
+        [
+            (None, None, Some("USDT")),
+            (None, None, None),
+            (Some(" order_3"), None, None)
+        ]
+    );
+}
