@@ -119,12 +119,11 @@ pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value
     match ended {
         Ended::NothingToDo => Ok(None),
         Ended::LeaseHeld => {
-            log::line(
-                "reconcile",
-                "-",
-                "lease_held",
-                Some("another invocation walks a run"),
-            );
+            let why = match start {
+                Start::Daily => "another invocation walks a run: the daily run waits for it",
+                _ => "another invocation walks a run",
+            };
+            log::line("reconcile", "-", "lease_held", Some(why));
             match start {
                 Start::ContinueOnly | Start::Daily => Ok(None),
                 Start::Manual { .. } => Err(AppError::Conflict(

@@ -216,6 +216,30 @@ test("a walk larger than one invocation's budget continues in later cron invocat
   });
 });
 
+test("the smallest INVOCATION_BUDGET still moves a walk forward at every cron run", async () => {
+  const lost = ids(4);
+  provider.invoices = lost.map((id) => invoice(id));
+  // 10, the least the setting takes: the cron's share for reconciliation is smaller than a
+  // page's fetch, lookup, one transition and record; each run still brings one invoice to paid
+  await withWorker({ INVOCATION_BUDGET: "10" }, async (w) => {
+    const first = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(first.status, 200);
+    assert.equal(first.json.continues, true);
+    let crons = 0;
+    while ((await admin(w.url, "GET", "/reconcile")).json.state === "running") {
+      const before = provider.served;
+      await w.scheduled("*/5 * * * *");
+      crons += 1;
+      assert.equal(provider.served, before + 1, `cron run ${crons} fetched a page`);
+      assert.ok(crons < 10, "the walk ends");
+    }
+    const done = (await admin(w.url, "GET", "/reconcile")).json;
+    assert.equal(done.state, "done");
+    assert.deepEqual(done.missing.map((m) => m.id).sort(), [...lost].sort());
+    assert.ok(done.missing.every((m) => m.brought_to_paid));
+  });
+});
+
 test("the provider failing part-way: truncated, with what was checked", async () => {
   provider.invoices = ids(250).map((id) => invoice(id));
   provider.failAfterPages = 1;
@@ -311,7 +335,7 @@ test("a provider whose page ends with the cursor it was given: the same starting
   });
 });
 
-test("one walk at a time: a continuation that finds the lease held does nothing; a superseded run is never marked done", async () => {
+test("one walk at a time: a continuation that finds the lease held does nothing, a daily run waits; a superseded run is never marked done", async () => {
   provider.invoices = ids(150).map((id) => invoice(id));
   await withWorker({ INVOCATION_BUDGET: "30" }, async (w) => {
     const first = await admin(w.url, "POST", "/reconcile", { full: true });
@@ -325,6 +349,19 @@ test("one walk at a time: a continuation that finds the lease held does nothing;
     const busy = await admin(w.url, "POST", "/reconcile");
     assert.equal(busy.status, 409);
     assert.equal(busy.json.error, "reconciliation_running");
+    // the daily run, fired while the lease is held, waits for that walk: recorded, not dropped
+    await w.scheduled("17 3 * * *");
+    const waiting = (await w.db.prepare("SELECT full_walk, state, paid_since FROM reconciliation_run ORDER BY id").all()).results;
+    assert.deepEqual(
+      waiting.map((r) => [r.full_walk, r.state]),
+      [
+        [1, "running"],
+        [0, "running"],
+      ],
+      "the daily run is recorded to wait; the full walk goes on",
+    );
+    assert.ok(Math.abs(waiting[1].paid_since - (now() - 7 * 86400)) < 120, "over the last 7 days");
+    assert.equal(provider.served, served, "nothing walked while the lease is held");
     // the lease expires; a daily run then waits for the full walk in progress (does not supersede it)
     await w.db.prepare("UPDATE lease SET until = strftime('%Y-%m-%dT%H:%M:%fZ','now','-1 seconds')").run();
     await w.scheduled("17 3 * * *");

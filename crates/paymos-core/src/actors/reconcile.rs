@@ -41,6 +41,11 @@ pub const WINDOW_SECONDS: i64 = 7 * 24 * 3600;
 pub const PROVIDER_TIMEOUT_MS: u64 = 10_000;
 /// Queries kept back for closing an invocation's share of a run: the finish and the report.
 pub const RESERVE: u32 = 4;
+/// The least an invocation's walk is given, whatever its share: the lease and the run (2),
+/// then a page's fetch, lookup, one invoice brought to paid and its record (4) with the
+/// reserve, so that a continuation always moves the cursor (a share too small to fetch
+/// left a run `running` for ever).
+pub const MIN_BUDGET: u32 = RESERVE + 6;
 /// The cause a reconciliation's transition names.
 pub const CAUSE: &str = "paid at the provider, no invoice.paid delivery on record";
 
@@ -222,6 +227,8 @@ pub struct Walk {
     idle: Option<Ended>,
     /// The record batch in progress ends with `CLAIM_CURSOR`.
     claims_cursor: bool,
+    /// A daily run that found the lease held: recorded to wait, walked by a continuation.
+    waits: bool,
 }
 
 /// A `missing` finding: paid at the provider, no `invoice.paid` on record that brought it
@@ -250,7 +257,7 @@ impl Walk {
             start,
             holder,
             now,
-            budget: budget.max(RESERVE + 5),
+            budget: budget.max(MIN_BUDGET),
             used: 0,
             phase: Phase::Acquire,
             run: None,
@@ -267,6 +274,7 @@ impl Walk {
             provider_error: None,
             idle: None,
             claims_cursor: false,
+            waits: false,
         }
     }
 
@@ -348,6 +356,10 @@ impl Walk {
 
     /// The run's end, if this walk ends it, and the lease let go either way.
     fn finish_statements(&self) -> Vec<Bound<'static>> {
+        if self.waits {
+            // not this walk's lease: nothing to let go
+            return self.start_statements();
+        }
         let mut b = Vec::new();
         if let (Some(run), Some((state, error))) = (&self.run, &self.end) {
             if *state != "superseded" {
@@ -368,22 +380,27 @@ impl Walk {
     }
 
     fn open_statements(&self) -> Vec<Bound<'static>> {
-        match self.start {
-            Start::ContinueOnly => vec![(st::OPEN_RECONCILIATION.bind(vec![])).into_owned()],
-            Start::Daily | Start::Manual { .. } => {
-                let full = matches!(self.start, Start::Manual { full: true });
-                let paid_since = (!full).then_some(self.now - WINDOW_SECONDS);
-                vec![
-                    (st::SUPERSEDE_RECONCILIATIONS
-                        .bind(vec![Arg::Int(i64::from(self.start == Start::Daily))]))
-                    .into_owned(),
-                    (st::START_RECONCILIATION
-                        .bind(vec![Arg::Int(i64::from(full)), Arg::opt_int(paid_since)]))
-                    .into_owned(),
-                    (st::OPEN_RECONCILIATION.bind(vec![])).into_owned(),
-                ]
-            }
+        let mut b = self.start_statements();
+        b.push((st::OPEN_RECONCILIATION.bind(vec![])).into_owned());
+        b
+    }
+
+    /// A new run's start, if this walk starts one: the unfinished runs it supersedes, and
+    /// its row.
+    fn start_statements(&self) -> Vec<Bound<'static>> {
+        if self.start == Start::ContinueOnly {
+            return Vec::new();
         }
+        let full = matches!(self.start, Start::Manual { full: true });
+        let paid_since = (!full).then_some(self.now - WINDOW_SECONDS);
+        vec![
+            (st::SUPERSEDE_RECONCILIATIONS
+                .bind(vec![Arg::Int(i64::from(self.start == Start::Daily))]))
+            .into_owned(),
+            (st::START_RECONCILIATION
+                .bind(vec![Arg::Int(i64::from(full)), Arg::opt_int(paid_since)]))
+            .into_owned(),
+        ]
     }
 
     /// What the database step in progress ([`Step::Acquire`], [`Step::Open`],
@@ -417,10 +434,18 @@ impl Walk {
     pub fn leased(&mut self, taken: bool) {
         if taken {
             self.phase = Phase::Open;
-        } else {
-            self.idle = Some(Ended::LeaseHeld);
-            self.phase = Phase::Done;
+            return;
         }
+        self.idle = Some(Ended::LeaseHeld);
+        // a daily run waits for the walk that holds the lease (interface §6): its row is
+        // recorded now, and the next continuation walks it; an operator's run is answered
+        // 409 instead, and a continuation has nothing to record
+        self.waits = self.start == Start::Daily;
+        self.phase = if self.waits {
+            Phase::Finish
+        } else {
+            Phase::Done
+        };
     }
 
     /// The run to walk (the open batch's last row), if any.

@@ -157,6 +157,30 @@ fn the_lease_held_elsewhere_does_nothing() {
     let _ = w.step();
     w.leased(false);
     assert_eq!(w.step(), Step::Done(Ended::LeaseHeld));
+    // a daily run records itself to wait for the walk that holds the lease (a continuation
+    // walks it); it lets go no lease, not holding it
+    let mut w = Walk::new(Start::Daily, "h".into(), 100, NOW);
+    let _ = w.step();
+    w.leased(false);
+    let Step::Finish(wait) = w.step() else {
+        panic!()
+    };
+    assert_eq!(
+        names(&wait),
+        ["SUPERSEDE_RECONCILIATIONS", "START_RECONCILIATION"]
+    );
+    assert_eq!(
+        wait[0].args,
+        [Arg::Int(1)],
+        "a full walk in progress is left"
+    );
+    assert_eq!(
+        wait[1].args,
+        [Arg::Int(0), Arg::Int(NOW - WINDOW_SECONDS)],
+        "the last 7 days"
+    );
+    w.finished();
+    assert_eq!(w.step(), Step::Done(Ended::LeaseHeld));
     // taken, but nothing to continue: the lease is let go
     let mut w = Walk::new(Start::ContinueOnly, "h".into(), 100, NOW);
     let _ = w.step();
@@ -303,6 +327,33 @@ fn a_page_that_does_not_fit_the_budget_is_continued_by_the_next_invocation() {
         })
     ));
     assert!(w.used() <= 10);
+}
+
+/// However small an invocation's share (the cron gives reconciliation half of what the
+/// archive leaves of `INVOCATION_BUDGET`, 10 at the least), a continuation fetches a page and
+/// brings one invoice to paid: a walk that only took the lease and gave it back would stay
+/// `running` for ever.
+#[test]
+fn the_smallest_share_still_walks_a_page() {
+    for budget in [0, 4, 9] {
+        let mut w = opened(Start::ContinueOnly, budget, run(1, 3, Some("inv_z")));
+        let Step::Fetch { starting_after, .. } = w.step() else {
+            panic!("budget {budget}: no page fetched")
+        };
+        assert_eq!(starting_after.as_deref(), Some("inv_z"));
+        w.fetched(Ok(page(&["inv_a", "inv_b"], true)));
+        let _ = w.step();
+        w.looked_up(
+            seen(&["inv_a", "inv_b"]),
+            on_record(&["inv_a", "inv_b"], &[]),
+        );
+        assert!(matches!(w.step(), Step::BringToPaid(i) if i.id == "inv_a"));
+        w.brought(true, Some("paid".into()));
+        let Step::Record(record) = w.step() else {
+            panic!("budget {budget}: the page not recorded")
+        };
+        assert_eq!(record[0].args[2], Arg::Text(Cow::Owned("inv_a".into())));
+    }
 }
 
 /// The drivers hand each database step's rows (JSON objects, as D1 gives them) to `ran`:
