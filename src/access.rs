@@ -220,6 +220,16 @@ pub async fn admit(req: &Request, env: &Env) -> AppResult<Actor> {
     })
 }
 
+/// The Access tokens a request carries (its header and its cookie), whether or not they
+/// admitted it.
+pub fn presented(req: &Request) -> Vec<String> {
+    let headers = req.headers();
+    let cookies = headers.get("Cookie").ok().flatten().unwrap_or_default();
+    let cookie = rules::cookie(&cookies, rules::COOKIE_NAME).map(str::to_string);
+    let header = headers.get(rules::HEADER_NAME).ok().flatten();
+    header.into_iter().chain(cookie).collect()
+}
+
 /// `GET /admin/api/whoami`: who the admission says is asking, `{"actor", "via",
 /// "service_token"}` (`via`: `token`, `access_header` or `access_cookie`). The page asks it
 /// first, without a token, to learn whether Access signed the operator in.

@@ -7,7 +7,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { startWorker, ADMIN_TOKEN } from "./helpers/worker.mjs";
+import { startWorker, ADMIN_TOKEN, SECRET_NEW } from "./helpers/worker.mjs";
 import { deliver, envelope, randomId, admin } from "./helpers/paymos.mjs";
 import { AUD, EMAIL, SERVICE_TOKEN, newKey, startJwksStub, claims, mint } from "./helpers/access.mjs";
 
@@ -325,4 +325,23 @@ test("the log is newest first, cursor-paged and filtered by actor and action; it
   await assert.rejects(w.db.prepare("DELETE FROM audit").run(), /never deleted/);
   await assert.rejects(w.db.prepare("UPDATE audit SET actor = 'x'").run(), /never changed/);
   assert.equal((await auditLog()).length, all.length);
+});
+
+test("a credential pasted into a write's text is not kept: not in the audit log, the history or the effect", async () => {
+  const jwt = await user();
+  const inv = randomId("inv_");
+  const r = await call("POST", `/resources/${inv}/transition`, {
+    jwt,
+    // (an Access token is longer than any field takes)
+    body: { to: "paid", reason: `pasted Bearer ${ADMIN_TOKEN} and ${SECRET_NEW}`, order_ref: API_KEY },
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json, { applied: true, status: "paid" });
+  const row = await newest();
+  assert.deepEqual([row.action, row.target, row.actor], ["transition", inv, EMAIL]);
+  assert.deepEqual(row.detail, { to: "paid", reason: "pasted Bearer [redacted] and [redacted]", order_ref: "[redacted]" });
+  const resource = (await call("GET", `/resources/${inv}`)).json;
+  const kept = JSON.stringify([row, resource]);
+  for (const credential of [ADMIN_TOKEN, SECRET_NEW, jwt, API_KEY]) assert.ok(!kept.includes(credential), credential.slice(0, 12));
+  assert.match(resource.history.at(-1).cause, /^pasted Bearer \[redacted\]/);
 });

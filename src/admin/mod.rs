@@ -16,6 +16,7 @@ mod resources;
 pub use auth::page;
 
 use crate::access::Actor;
+use crate::config;
 use crate::error::{AppError, AppResult};
 use auth::authorize;
 use paymos_core::admin::audit::Record;
@@ -34,10 +35,38 @@ pub async fn api(mut req: Request, env: &Env, path: &str) -> AppResult<Response>
         RequestBody::None => Vec::new(),
         RequestBody::Optional | RequestBody::Required => req.bytes().await.unwrap_or_default(),
     };
-    let command = Command::from_resolved(&resolved, &query(&req), &body)?;
+    let mut command = Command::from_resolved(&resolved, &query(&req), &body)?;
+    if Record::audits(resolved.route.operation) {
+        // a credential pasted into a write's text is not kept (paymos_core::admin::redact)
+        command.redact(
+            &credentials(env, &req)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        );
+    }
     // a write's audit row (interface §11): who, what, on what, with the request's fields
     let record = Record::of(&command, &actor.name);
     apply(command, env, &actor, record).await
+}
+
+/// Every credential the receiver holds (its secrets and tokens), and the Access token the
+/// request came with: what a write must not record.
+fn credentials(env: &Env, req: &Request) -> Vec<String> {
+    let mut held: Vec<String> = [
+        "ADMIN_TOKEN",
+        "PAYMOS_API_KEY",
+        "ORDER_SYSTEM_SECRET",
+        "ALERT_WEBHOOK_SECRET",
+    ]
+    .into_iter()
+    .filter_map(|name| config::string(env, name))
+    .collect();
+    if let Ok(secrets) = config::secrets(env) {
+        held.extend(secrets.secrets().iter().map(|s| s.expose().to_string()));
+    }
+    held.extend(crate::access::presented(req));
+    held
 }
 
 /// A write's audit row. Every write command has one (paymos_core::admin::audit's tests), so

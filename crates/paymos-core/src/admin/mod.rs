@@ -9,6 +9,7 @@ pub mod audit;
 mod command;
 pub mod openapi;
 pub mod paging;
+pub mod redact;
 pub mod routes;
 
 pub use command::{
