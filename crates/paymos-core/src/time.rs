@@ -79,7 +79,9 @@ pub fn unix_of_iso(s: &str) -> Option<i64> {
 /// stored form, and reads no offset past ±14:59 (it answers NULL, which would match nothing:
 /// `paymos-sim/tests/times.rs` holds the two together).
 pub fn normalize_iso8601(s: &str) -> Option<String> {
-    let s = s.trim();
+    // RFC 3339 lets `T` and `Z` be written in lower case; SQLite is given them upper
+    let upper = s.trim().replace('t', "T").replace('z', "Z");
+    let s = upper.as_str();
     let b = s.as_bytes();
     let digits =
         |r: std::ops::Range<usize>| b.get(r).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
@@ -155,6 +157,7 @@ mod tests {
             "2026-11-30T04:12:05.123Z",
             "2026-11-30T04:12:05+02:00",
             " 2026-11-30T04:12Z ",
+            "2026-11-30t04:12:05z",
             "2028-02-29",
             "2000-02-29T12:00Z",
             "2026-12-31",
@@ -176,6 +179,13 @@ mod tests {
             "2026-04-31",
         ] {
             assert_eq!(normalize_iso8601(bad), None, "{bad}");
+        }
+        // as SQLite reads them
+        for (given, kept) in [
+            ("2026-11-30t04:12z", "2026-11-30T04:12Z"),
+            (" 2026-11-30 04:12+01:00", "2026-11-30 04:12+01:00"),
+        ] {
+            assert_eq!(normalize_iso8601(given).as_deref(), Some(kept));
         }
     }
 

@@ -51,6 +51,7 @@ fn the_other_accepted_shapes_are_ones_sqlite_reads() {
         "2026-11-30T04:12:05.1",
         "2026-11-30T04:12:05.123456Z",
         "2026-11-30T04:12Z",
+        "2026-11-30t04:12:05.5z",
         "2028-02-29T23:59:59+14:00",
     ] {
         let normal = normalize_iso8601(time).unwrap_or_else(|| panic!("{time} is refused"));
