@@ -422,6 +422,24 @@ pub fn archive_fault(env: &Env) -> Option<String> {
     string(env, "ARCHIVE_FAULT")
 }
 
+/// The URLs that credentials go to and that are set to development values (loopback
+/// `http`, taken so that `npm start` and the tests can use local stubs): fine here, unreachable
+/// from a deployed worker, so said as `ACCESS_TEAM_DOMAIN`'s is (interface §4).
+fn development_urls(env: &Env) -> Vec<String> {
+    ["PAYMOS_API_BASE", "ORDER_SYSTEM_URL", "ALERT_WEBHOOK_URL"]
+        .into_iter()
+        .filter_map(|name| {
+            let url = string(env, name)?;
+            paymos_core::outbound::is_development(url.trim()).then(|| {
+                format!(
+                    "{name} is {}, a loopback development value: a deployed worker needs https://",
+                    url.trim()
+                )
+            })
+        })
+        .collect()
+}
+
 /// Configuration that will make something fail or stay silent, said plainly (interface §4):
 /// shown in `/admin/api/metrics` and on the page.
 pub fn warnings(env: &Env) -> Vec<String> {
@@ -450,6 +468,7 @@ pub fn warnings(env: &Env) -> Vec<String> {
     if let Some(access) = crate::access::warning(env) {
         w.push(access);
     }
+    w.extend(development_urls(env));
     match alert_webhook(env) {
         Ok(None) => {
             w.push("ALERT_WEBHOOK_URL is not set: alerts are kept and shown, not sent".into())

@@ -423,6 +423,25 @@ test("a URL that cannot carry credentials, or none for alerts, is said in log li
   }
 });
 
+test("loopback http URLs work as development values and are said to be ones: a deployed worker needs https", async () => {
+  const w = await startWorker({
+    vars: { PAYMOS_API_BASE: "http://127.0.0.1:9", ORDER_SYSTEM_URL: "http://localhost:9/orders", ALERT_WEBHOOK_URL: "https://alerts.example/hook" },
+  });
+  try {
+    const warnings = (await admin(w.url, "GET", "/metrics")).json.config.warnings;
+    for (const expected of [
+      "PAYMOS_API_BASE is http://127.0.0.1:9, a loopback development value: a deployed worker needs https://",
+      "ORDER_SYSTEM_URL is http://localhost:9/orders, a loopback development value: a deployed worker needs https://",
+    ]) {
+      assert.ok(warnings.includes(expected), `${expected} in ${JSON.stringify(warnings)}`);
+    }
+    assert.ok(!warnings.some((x) => /ALERT_WEBHOOK_URL is https/.test(x)), "an https URL is no development value");
+    assert.ok(!warnings.some((x) => /effects cannot be delivered|reconciliation cannot run/.test(x)), "still used here");
+  } finally {
+    await w.close();
+  }
+});
+
 test("a numeric setting that is not a number, or out of its range, is not used as given: the default (or the nearest bound) is, and it is said", async () => {
   const w = await startWorker({
     vars: { PAYMOS_SIGNATURE_TOLERANCE_SECONDS: "-5", INVOCATION_BUDGET: "5", EFFECT_RETRY_SCALE: "abc" },

@@ -35,6 +35,12 @@ fn host(rest: &str) -> &str {
     }
 }
 
+/// `true` for a URL [`may_carry_credentials`] takes only as a development value: plain
+/// `http` to a loopback host, which a deployed worker cannot reach.
+pub fn is_development(url: &str) -> bool {
+    url.starts_with("http://") && may_carry_credentials(url)
+}
+
 fn is_loopback(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost")
         || host
@@ -94,5 +100,21 @@ mod tests {
         assert!(!ok("http://127.0.0.1\t.evil.example/"));
         assert!(!ok("http://localhost\n/x"));
         assert!(!ok("http://local host/"));
+    }
+
+    #[test]
+    fn development_values_are_loopback_http() {
+        use super::is_development as dev;
+        assert!(dev("http://127.0.0.1:8791/orders"));
+        assert!(dev("http://localhost:8790"));
+        assert!(
+            !dev("https://127.0.0.1:8791"),
+            "https is not a development value"
+        );
+        assert!(
+            !dev("http://orders.example"),
+            "refused, not a development value"
+        );
+        assert!(!dev(""));
     }
 }
