@@ -25,12 +25,13 @@ use paymos_core::Secret;
         that was never acknowledged, a check step that did not pass); 2 the command could not \
         run (bad arguments, an unreachable URL, a refused admin token).",
     after_help = "Examples:\n  \
-        paymos sandbox --port 8790\n  \
+        paymos sandbox --port 8790 --api-key sk_test_dev_sandbox\n  \
         paymos send invoice.paid --to http://127.0.0.1:8787\n  \
         paymos deliver invoice.paid --to http://127.0.0.1:8787 --ladder --time-scale 3600\n  \
         paymos check --to http://127.0.0.1:8787 --admin-token dev-admin-token-change-me --sandbox http://127.0.0.1:8790\n  \
         paymos load --to http://127.0.0.1:8787 --mode new --concurrency 8 --duration-seconds 10\n  \
-        paymos orders --port 8791 --secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw --fail-first 2"
+        paymos orders --port 8791 --secret whsec_ZGV2LW9yZGVyLXN5c3RlbS1zZWNyZXQ= --fail-first 2\n\n\
+        (the key and the secret are .dev.vars.example's, which `npm start` serves)"
 )]
 struct Cli {
     #[command(subcommand)]
