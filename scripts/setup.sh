@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh machine: the wasm target, worker-build, a wasm-bindgen-cli
-# matching Cargo.lock exactly, the Python virtualenv .venv, the npm packages, .dev.vars, and
-# with PAYMOS_SETUP_CHROMIUM=1 (npm test) Debian's chromium. Skips whatever is already there.
+# matching Cargo.lock exactly, the npm packages, .dev.vars, and for the tests (npm test sets
+# PAYMOS_SETUP_TESTS=1) the Python virtualenv .venv and Debian's chromium. Skips whatever is
+# already there.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
@@ -33,24 +34,27 @@ other_installs() {
   # The Python packages the tests use (requirements-dev.txt, pinned) in a virtualenv under the
   # repository, .venv (git-ignored): made once, installed again whenever requirements-dev.txt
   # differs from what was last installed. Debian's python3 needs python3-venv for `-m venv`.
+  # npm start and the builds need no Python: only npm test (PAYMOS_SETUP_TESTS=1) asks for it
   VENV="$ROOT/.venv"
-  if [ ! -x "$VENV/bin/python" ]; then
-    if ! command -v python3 >/dev/null; then
-      say "installing Debian's python3 and python3-venv (first time only; for the tests' PyJWT)"
-      apt_install python3 python3-venv
+  if [ "${PAYMOS_SETUP_TESTS:-0}" = 1 ]; then
+    if [ ! -x "$VENV/bin/python" ]; then
+      if ! command -v python3 >/dev/null; then
+        say "installing Debian's python3 and python3-venv (first time only; for the tests' PyJWT)"
+        apt_install python3 python3-venv
+      fi
+      say "making the Python virtualenv .venv (first time only)"
+      if ! python3 -m venv "$VENV" 2>/dev/null; then
+        rm -rf "$VENV"
+        say "python3 -m venv needs Debian's python3-venv: installing it"
+        apt_install python3-venv
+        python3 -m venv "$VENV"
+      fi
     fi
-    say "making the Python virtualenv .venv (first time only)"
-    if ! python3 -m venv "$VENV" 2>/dev/null; then
-      rm -rf "$VENV"
-      say "python3 -m venv needs Debian's python3-venv: installing it"
-      apt_install python3-venv
-      python3 -m venv "$VENV"
+    if ! cmp -s requirements-dev.txt "$VENV/.requirements-dev.txt"; then
+      say "installing the Python packages of requirements-dev.txt into .venv"
+      "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet -r requirements-dev.txt
+      cp requirements-dev.txt "$VENV/.requirements-dev.txt"
     fi
-  fi
-  if ! cmp -s requirements-dev.txt "$VENV/.requirements-dev.txt"; then
-    say "installing the Python packages of requirements-dev.txt into .venv"
-    "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet -r requirements-dev.txt
-    cp requirements-dev.txt "$VENV/.requirements-dev.txt"
   fi
 
   # npm ci when node_modules is missing or older than the lockfile
@@ -60,15 +64,15 @@ other_installs() {
   fi
   # Debian's chromium, for the admin page's browser test (tests/admin_page.test.mjs drives
   # /usr/bin/chromium with playwright-core; playwright itself downloads nothing): npm test asks
-  # for it with PAYMOS_SETUP_CHROMIUM=1, npm start does not need it
-  if [ "${PAYMOS_SETUP_CHROMIUM:-0}" = 1 ] && [ ! -x /usr/bin/chromium ]; then
+  # for it with PAYMOS_SETUP_TESTS=1, npm start does not need it
+  if [ "${PAYMOS_SETUP_TESTS:-0}" = 1 ] && [ ! -x /usr/bin/chromium ]; then
     say "installing Debian's chromium (first time only; for the admin page's browser test)"
     apt_install chromium
   fi
   # curl and jq, which the docs' commands use and tests/docs_commands*.test.mjs run as typed
   local missing=()
   for tool in curl jq; do command -v "$tool" >/dev/null || missing+=("$tool"); done
-  if [ "${PAYMOS_SETUP_CHROMIUM:-0}" = 1 ] && [ ${#missing[@]} -gt 0 ]; then
+  if [ "${PAYMOS_SETUP_TESTS:-0}" = 1 ] && [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]} (first time only; the docs' commands use them)"
     apt_install "${missing[@]}"
   fi

@@ -4,7 +4,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 # with Debian's chromium for the admin page's browser test (tests/admin_page.test.mjs)
-PAYMOS_SETUP_CHROMIUM=1 bash scripts/setup.sh
+PAYMOS_SETUP_TESTS=1 bash scripts/setup.sh
 # `wrangler deploy --dry-run` builds the worker (scripts/build.sh, through [build]) and checks
 # the deploy configuration offline, no account needed: a broken wrangler.toml fails here
 say "build + deploy dry run (wrangler deploy --dry-run, offline)"
