@@ -6,7 +6,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { createHmac, timingSafeEqual } from "node:crypto";
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -40,7 +40,8 @@ function orderSystem() {
         return v === "v1" && got.length === expected.length && timingSafeEqual(got, expected);
       });
       const fresh = Math.abs(Date.now() / 1000 - Number(ts)) <= 300;
-      const entry = { id, idempotencyKey: req.headers["idempotency-key"], body: JSON.parse(body || "null"), valid, fresh, at: Date.now() };
+      const headers = Object.fromEntries(["webhook-id", "webhook-timestamp", "webhook-signature"].map((h) => [h, req.headers[h] ?? ""]));
+      const entry = { id, idempotencyKey: req.headers["idempotency-key"], body: JSON.parse(body || "null"), raw: { body, headers }, valid, fresh, at: Date.now() };
       state.received.push(entry);
       if (!valid || !fresh) {
         state.bad.push(entry);
@@ -61,6 +62,28 @@ function orderSystem() {
     });
   });
   return { state, server };
+}
+
+/**
+ * Each request as the Standard Webhooks reference library (PyPI `standardwebhooks`, in
+ * .venv) verifies it: `true`, or the library's error.
+ */
+function referenceVerifies(entries) {
+  const script = `
+import json, sys
+from standardwebhooks.webhooks import Webhook
+webhook = Webhook(${JSON.stringify(SECRET)})
+out = []
+for r in json.load(sys.stdin):
+    try:
+        webhook.verify(r["body"], r["headers"])
+        out.append(True)
+    except Exception as e:
+        out.append(repr(e))
+print(json.dumps(out))
+`;
+  const python = path.join(ROOT, ".venv/bin/python");
+  return JSON.parse(execFileSync(python, ["-c", script], { input: JSON.stringify(entries.map((e) => e.raw)) }).toString());
 }
 
 let os;
@@ -89,6 +112,7 @@ test("a paid invoice's fulfilment reaches the order system, signed, with order_r
     assert.match(shipped.id, /^eff_[A-Za-z0-9]{1,64}$/);
     assert.equal(shipped.idempotencyKey, shipped.id);
     assert.equal(shipped.valid, true);
+    assert.deepEqual(referenceVerifies([shipped]), [true], "verified by the Standard Webhooks library");
     assert.deepEqual(Object.keys(shipped.body).sort(), ["amount", "cause", "created_at", "currency", "id", "kind", "license_code", "order_ref", "resource_id"]);
     assert.equal(shipped.body.id, shipped.id);
     assert.equal(shipped.body.kind, "fulfilment");
@@ -241,6 +265,7 @@ test("a refund after a delivered fulfilment: one revocation, after it; the fulfi
     assert.equal(first.body.kind, "fulfilment");
     assert.equal(second.body.kind, "revocation");
     assert.equal(second.body.cause, refund.event_id);
+    assert.deepEqual(referenceVerifies([first, second]), [true, true], "verified by the Standard Webhooks library");
     const fulfilment = (await effectRows(w, inv)).find((e) => e.kind === "fulfilment");
     assert.equal(fulfilment.dispatch, "delivered", "delivered stays delivered: nothing to cancel");
     // a redelivery would ship goods for money returned (interface §5)
