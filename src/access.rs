@@ -189,12 +189,8 @@ pub async fn admit(req: &Request, env: &Env) -> AppResult<Actor> {
     let Some(access) = access else {
         return Err(AppError::Unauthorized);
     };
-    let cookies = headers.get("Cookie")?.unwrap_or_default();
-    let cookie = rules::cookie(&cookies, rules::COOKIE_NAME);
-    let asserted = headers
-        .get(rules::HEADER_NAME)?
-        .filter(|h| !h.trim().is_empty());
-    let (jwt, via) = match (asserted.as_deref(), cookie) {
+    let (asserted, cookie) = tokens(req)?;
+    let (jwt, via) = match (asserted.as_deref(), cookie.as_deref()) {
         (Some(h), _) => (h, Via::AccessHeader),
         (None, Some(c)) => (c, Via::AccessCookie),
         (None, None) => return Err(AccessError::Missing.into()),
@@ -220,14 +216,20 @@ pub async fn admit(req: &Request, env: &Env) -> AppResult<Actor> {
     })
 }
 
-/// The Access tokens a request carries (its header and its cookie), whether or not they
-/// admitted it.
-pub fn presented(req: &Request) -> Vec<String> {
+/// The Access token a request carries in its header (when not blank) and in its cookie.
+fn tokens(req: &Request) -> worker::Result<(Option<String>, Option<String>)> {
     let headers = req.headers();
-    let cookies = headers.get("Cookie").ok().flatten().unwrap_or_default();
+    let cookies = headers.get("Cookie")?.unwrap_or_default();
     let cookie = rules::cookie(&cookies, rules::COOKIE_NAME).map(str::to_string);
-    let header = headers.get(rules::HEADER_NAME).ok().flatten();
-    header.into_iter().chain(cookie).collect()
+    let asserted = headers
+        .get(rules::HEADER_NAME)?
+        .filter(|h| !h.trim().is_empty());
+    Ok((asserted, cookie))
+}
+
+/// The Access tokens a request carries, whether or not they admitted it.
+pub fn presented(req: &Request) -> Vec<String> {
+    tokens(req).map_or_else(|_| Vec::new(), |(h, c)| h.into_iter().chain(c).collect())
 }
 
 /// `GET /admin/api/whoami`: who the admission says is asking, `{"actor", "via",
