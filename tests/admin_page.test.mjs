@@ -659,6 +659,12 @@ test("filters: by event type, by status dead, by resource", async () => {
   await applyFilters({ status: "stale" });
   assert.deepEqual(await rowIds(), [seeded.stale.event_id]);
 
+  // an ignored delivery says why (the seeded one has an unknown type)
+  await w.db.prepare("UPDATE webhook_delivery SET reason = 'unknown_event_type' WHERE event_id = ?").bind(seeded.hostileId).run();
+  await applyFilters({ status: "ignored" });
+  assert.deepEqual(await rowIds(), [seeded.hostileId]);
+  assert.match(await page.locator('#delivery-rows td[data-label="Status"]').first().textContent(), /ignored: unknown_event_type/);
+
   await applyFilters({ resource: seeded.refundInv });
   assert.equal((await rowIds()).length, 4, "confirming, paid, refunded and the stale paid");
 
@@ -926,6 +932,43 @@ test("effects show their dispatch state; a dead one is marked (colour and words)
   await waitForList();
 });
 
+test("a dismissed dead effect reads as handled; the health list finds a dead one past a hundred dismissed", async () => {
+  const now = "strftime('%Y-%m-%dT%H:%M:%fZ','now')";
+  // one of the seeded fulfilments gone dead, then dismissed by an operator with a reason
+  const inv = seeded.paid[2].data.id;
+  await w.db.prepare(`UPDATE effect SET dispatch = 'dead', dead_at = ${now}, dismissed_at = ${now}, dismiss_reason = 'shipped by hand, ticket 4411' WHERE resource_id = ? AND kind = 'fulfilment'`).bind(inv).run();
+  await openResourceById(inv);
+  const row = effectRow("fulfilment");
+  const dispatch = await row.locator('td[data-label="Dispatch"]').textContent();
+  assert.match(dispatch, /dismissed: shipped by hand, ticket 4411/);
+  assert.doesNotMatch(dispatch, /DEAD|redeliver/, "handled: not a call to act");
+  assert.doesNotMatch(await row.getAttribute("class") ?? "", /row-dead/);
+  assert.doesNotMatch(await page.locator("#resource-facts").textContent(), /dead effect/);
+  await page.click("#resource-close");
+  // a hundred and one dismissed dead effects, older than one that is not: the feed lists the
+  // dismissed first (oldest first), and the health list still finds the one to act on
+  const ids = Array.from({ length: 101 }, (_, i) => `inv_pagedismissed${i}`);
+  const list = JSON.stringify(ids);
+  await w.db.prepare("INSERT INTO resource (id, kind, status) SELECT value, 'invoice', 'paid' FROM json_each(?)").bind(list).run();
+  await w.db
+    .prepare(`INSERT INTO effect (resource_id, kind, license_code, cause, effect_id, dispatch, dead_at, dismissed_at, dismiss_reason) SELECT value, 'fulfilment', 'CODE', 'seed', 'eff_pd' || key, 'dead', ${now}, ${now}, 'handled' FROM json_each(?)`)
+    .bind(list)
+    .run();
+  await w.db.prepare("INSERT INTO resource (id, kind, status) VALUES ('inv_pagedeadlast', 'invoice', 'paid')").run();
+  await w.db.prepare(`INSERT INTO effect (resource_id, kind, license_code, cause, effect_id, dispatch, dead_at) VALUES ('inv_pagedeadlast', 'fulfilment', 'CODE', 'seed', 'eff_pdlast', 'dead', ${now})`).run();
+  try {
+    await page.click("#health-refresh");
+    await waitForHealth();
+    assert.equal(await page.locator('#tiles [data-metric="dead-effects"] .tile-value').textContent(), "1");
+    await page.waitForSelector('#dead-effect-rows tr[data-effect-id="eff_pdlast"]');
+    assert.equal(await page.locator("#dead-effect-rows tr[data-effect-id]").count(), 1, "the dismissed ones are not listed");
+  } finally {
+    await w.db.prepare(`UPDATE effect SET dismissed_at = ${now}, dismiss_reason = 'test over' WHERE effect_id = 'eff_pdlast'`).run();
+    await page.click("#health-refresh");
+    await waitForHealth();
+  }
+});
+
 test("replaying the dead delivery shows the API's answer, then it becomes processed", async () => {
   await applyFilters({ status: "dead" });
   const row = page.locator(`#delivery-rows tr[data-event-id="${seeded.dead.event_id}"]`);
@@ -1021,8 +1064,9 @@ test("bulk replay: the count first, a confirmation (or Cancel), then the replay 
     assert.match(await page.locator("#bulk-status").textContent(), /Cancelled: nothing was replayed/);
     assert.equal(replayCalls.length, 1);
 
-    // the real thing, over a time window and a resource: received in the last day, the refunded invoice
-    const after = new Date(Date.now() - 86400000).toISOString();
+    // the real thing, over a time window and a resource: received in the last day, the refunded
+    // invoice (the start written as the API also takes it: a space, RFC 3339's lower-case z)
+    const after = new Date(Date.now() - 86400000).toISOString().replace("T", " ").replace("Z", "z");
     const before = new Date(Date.now() + 60000).toISOString();
     await page.fill("#b-type", "");
     await page.fill("#b-resource", seeded.refundInv);
@@ -1185,6 +1229,11 @@ test("the audit log lists the page's writes as the API does, newest first, filte
   await page.evaluate(() => document.getElementById("audit-title").scrollIntoView());
   await shot("desktop-audit.png");
 
+  // every action the API records can be chosen, and nothing else (the OpenAPI document's list)
+  const doc = (await admin(w.url, "GET", "/openapi.json")).json;
+  const words = doc.paths["/audit"].get.parameters.find((x) => x.name === "action").schema.enum.filter(Boolean);
+  const offered = await page.locator("#a-action option").evaluateAll((os) => os.map((o) => o.value).filter(Boolean));
+  assert.deepEqual([...offered].sort(), [...words].sort());
   // filtered by action, then by an actor no one is
   await page.selectOption("#a-action", "transition");
   await page.click("#audit-filters button[type=submit]");

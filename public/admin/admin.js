@@ -371,7 +371,8 @@
     const status = STATUSES.includes(d.status) ? d.status : "other";
     const [label, detail] = {
       received: ["received", "not processed yet"],
-      processed: ["processed", d.outcome || ""],
+      // an ignored delivery says why (unknown_event_type, livemode_mismatch)
+      processed: ["processed", [d.outcome, d.outcome === "ignored" ? d.reason : null].filter(Boolean).join(": ")],
       stale: ["stale", "guard refused"],
       dead: d.dismissed_at ? ["dead", `dismissed: ${d.dismiss_reason ?? ""}`] : ["✖ DEAD", "needs replay"],
       other: [String(d.status || "unknown"), d.outcome || ""],
@@ -614,12 +615,13 @@
     const label = {
       pending: "pending",
       delivered: "✔ delivered",
-      dead: "✖ DEAD",
+      dead: f.dismissed_at ? "dead" : "✖ DEAD",
       other: String(f.dispatch ?? "unknown"),
     }[d];
     const details = [];
     if (d === "pending") details.push(f.awaiting_order_ref ? "awaiting order_ref: not sent until it is known" : "to the order system");
-    if (d === "dead") details.push("not delivered after every retry: redeliver");
+    // a dismissed one was handled by an operator: said with its reason, not as a call to act
+    if (d === "dead") details.push(f.dismissed_at ? `dismissed: ${f.dismiss_reason ?? ""}` : "not delivered after every retry: redeliver");
     if (d === "delivered" && f.delivered_at) details.push(el("span", {}, "at ", time(f.delivered_at)));
     if (f.last_error && d !== "delivered") details.push(el("span", { class: "error-text" }, `last error: ${f.last_error}`));
     return [
@@ -638,7 +640,7 @@
     const dead = f.dispatch === "dead";
     return el(
       "tr",
-      { "data-kind": f.kind, "data-effect-id": f.id ?? null, "data-dispatch": f.dispatch ?? null, class: dead ? "row-dead" : null },
+      { "data-kind": f.kind, "data-effect-id": f.id ?? null, "data-dispatch": f.dispatch ?? null, class: dead && !f.dismissed_at ? "row-dead" : null },
       td("Effect", { class: "id" },
         el("strong", {}, EFFECT_LABELS[f.kind] || String(f.kind)),
         f.id ? el("code", { class: "effect-id" }, String(f.id)) : null,
@@ -662,7 +664,7 @@
     state.resourceStatus = r.status == null ? null : String(r.status);
     $("resource-title").textContent = `${kind.charAt(0).toUpperCase()}${kind.slice(1)} ${r.id}`;
     const effects = Array.isArray(r.effects) ? r.effects : [];
-    const dead = effects.filter((f) => f.dispatch === "dead").length;
+    const dead = effects.filter((f) => f.dispatch === "dead" && !f.dismissed_at).length;
     $("resource-facts").replaceChildren(
       ...fact("Status", el("strong", { class: "state" }, String(r.status))),
       ...fact("Order ref", r.order_ref ? el("code", {}, String(r.order_ref)) : null),
@@ -1252,6 +1254,23 @@
     await loadHealth();
   }
 
+  /**
+   * The dead effects not dismissed, up to `want` of them: the feed is oldest first and keeps the
+   * dismissed ones, which pile up, so it is read page by page past them (at most 20 pages).
+   */
+  async function undismissedDeadEffects(want) {
+    const found = [];
+    let cursor = null;
+    for (let page = 0; page < 20 && found.length < want; page++) {
+      const query = `/effects?dispatch=dead&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
+      const feed = obj((await api("GET", query)).data);
+      found.push(...(Array.isArray(feed.data) ? feed.data : []).filter((f) => !f.dismissed_at));
+      cursor = feed.next_cursor;
+      if (!feed.has_more || !cursor) break;
+    }
+    return found;
+  }
+
   function renderDeadEffects(list, total) {
     // the dismissed ones are handled: not listed here (the resource view still shows them)
     const rows = (Array.isArray(list) ? list : []).filter((f) => !f.dismissed_at);
@@ -1489,9 +1508,9 @@
     }
     if (deadEffects > 0) {
       try {
-        const { data } = await api("GET", "/effects?dispatch=dead&limit=50");
+        const list = await undismissedDeadEffects(deadEffects);
         if (seq !== health.seq) return;
-        renderDeadEffects(obj(data).data, deadEffects);
+        renderDeadEffects(list, deadEffects);
       } catch (e) {
         if (seq !== health.seq || e.status === 401) return;
         renderDeadEffects([], deadEffects);
@@ -1513,7 +1532,9 @@
     ["received_after", "b-after"],
     ["received_before", "b-before"],
   ];
-  const ISO_8601 = /^\d{4}-\d\d-\d\d(T\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?)?$/;
+  // the shapes the API takes (interface.md, "The admin API's times"): T or a space, and
+  // RFC 3339's lower-case t and z; the API says whether the date and offset are real
+  const ISO_8601 = /^\d{4}-\d\d-\d\d([Tt ]\d\d:\d\d(:\d\d(\.\d+)?)?([Zz]|[+-]\d\d:\d\d)?)?$/;
   const MAX_BULK_CALLS = 10000;
 
   function openBulk() {
@@ -1567,7 +1588,7 @@
       return;
     }
     for (const [k, id] of [["received_after", "b-after"], ["received_before", "b-before"]]) {
-      if (filters[k] && (!ISO_8601.test(filters[k]) || Number.isNaN(Date.parse(filters[k])))) {
+      if (filters[k] && !ISO_8601.test(filters[k])) {
         bulkStatus("error", `${k.replace("_", " ")} is not an ISO-8601 time (e.g. 2025-11-29T21:00:00Z).`);
         $(id).focus();
         return;
