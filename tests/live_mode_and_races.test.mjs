@@ -119,6 +119,18 @@ test("marked paid by hand without order_ref, then the real invoice.paid (stale) 
   assert.equal(r.effects[0].order_ref, "order_7781");
 });
 
+test("a known amount and currency are never overwritten: an invoice created with them, then paid by hand with others", async () => {
+  const inv = randomId("inv_");
+  const created = envelope("invoice.created", inv, { data: { order_ref: "order_77", amount: "49.00", currency: "USDT" } });
+  await deliver(w.url, created);
+  assert.equal((await w.processed(created.event_id)).outcome, "applied");
+  const res = await admin(w.url, "POST", `/resources/${inv}/transition`, { to: "paid", reason: "paid at the counter", order_ref: "order_typo", amount: "12.50", currency: "EUR" });
+  assert.deepEqual(res.json, { applied: true, status: "paid" });
+  const r = (await admin(w.url, "GET", `/resources/${inv}`)).json;
+  assert.deepEqual([r.order_ref, r.amount, r.currency], ["order_77", "49.00", "USDT"]);
+  assert.deepEqual([r.effects[0].order_ref, r.effects[0].amount, r.effects[0].currency], ["order_77", "49.00", "USDT"]);
+});
+
 test("a manual transition accepts order_ref, amount and currency; the fulfilment carries them", async () => {
   const inv = randomId("inv_");
   const res = await admin(w.url, "POST", `/resources/${inv}/transition`, { to: "paid", reason: "manual", order_ref: "order_42", amount: "9.99", currency: "USDT" });

@@ -38,8 +38,8 @@ statement!(
        WHERE event_id = ?9 AND (processed_at IS NULL OR outcome = 'dead'))) \
      ON CONFLICT (id) DO UPDATE SET previous_status = resource.status, status = excluded.status, \
        order_ref = coalesce(resource.order_ref, excluded.order_ref), \
-       amount = coalesce(excluded.amount, resource.amount), \
-       currency = coalesce(excluded.currency, resource.currency), \
+       amount = coalesce(resource.amount, excluded.amount), \
+       currency = coalesce(resource.currency, excluded.currency), \
        transition_token = excluded.transition_token, transitions = resource.transitions + 1, \
        updated_at = ",
     now!(),
@@ -60,11 +60,12 @@ statement!(
         "allowed_from",
         "delivery"
     ],
-    // For plans that need an existing row. A first known order_ref is never overwritten.
+    // For plans that need an existing row. A first known order_ref, amount or currency is
+    // never overwritten (an operator's typo on a later transition included).
     // The delivery gate (?9) and the numbering as in GUARDED_UPSERT.
     "UPDATE resource SET previous_status = status, status = ?3, \
-       order_ref = coalesce(order_ref, ?4), amount = coalesce(?5, amount), \
-       currency = coalesce(?6, currency), transition_token = ?7, \
+       order_ref = coalesce(order_ref, ?4), amount = coalesce(amount, ?5), \
+       currency = coalesce(currency, ?6), transition_token = ?7, \
        transitions = transitions + 1, updated_at = ",
     now!(),
     " \
