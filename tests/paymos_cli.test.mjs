@@ -132,7 +132,7 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
     if (!orders || f.order_ref == null) return;
     for (let copy = 0; copy < (orders.newIdPerAttempt ? 2 : 1); copy++) {
       const id = orders.newIdPerAttempt ? randomId("eff_") : f.id;
-      const body = JSON.stringify({ id, kind: "fulfilment", resource_id: r.id, order_ref: f.order_ref, license_code: f.license_code, amount: "49.00", currency: "USDT", cause: f.cause, created_at: f.created_at });
+      const body = JSON.stringify({ id, kind: f.kind, resource_id: r.id, order_ref: f.order_ref, license_code: f.license_code, amount: "49.00", currency: "USDT", cause: f.cause, created_at: f.created_at });
       const ts = Math.floor(Date.now() / 1000);
       await fetch(orders.url, {
         method: "POST",
@@ -171,6 +171,7 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
       seen.webhook++;
       if (!verify(req.headers["x-webhook-signature"], body)) return reply(res, 401, { error: "signature_mismatch" });
       const env = JSON.parse(body.toString("utf8"));
+      if (req.headers["x-webhook-id"] !== env.event_id) return reply(res, 400, { error: "id_mismatch" });
       if (dedupe && deliveries.some((d) => d.event_id === env.event_id)) return reply(res, 200, { received: true, duplicate: true });
       const resourceId = env.data.id;
       // the row first, synchronously (the dedupe check above and this insert are one step)
@@ -191,6 +192,13 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
         r.status = "refunded";
         r.history.push({ state: "refunded", cause: env.event_id, at: now() });
         applied = true;
+        // a fulfilment made is taken back: a revocation, sent after it
+        const f = r.effects.find((e) => e.kind === "fulfilment");
+        if (f) {
+          const revocation = { id: randomId("eff_"), kind: "revocation", created_at: now(), order_ref: f.order_ref, license_code: null, cause: env.event_id };
+          r.effects.push(revocation);
+          await dispatch(r, revocation);
+        }
       }
       row.outcome = applied ? "applied" : existed || before ? "stale" : "ignored";
       row.processed_at = now();
@@ -269,7 +277,7 @@ async function startOrders(args) {
 }
 
 describe("against the worker", () => {
-  test("paymos check: all five idempotency steps pass against the worker, reconciliation included", async () => {
+  test("paymos check: all eight idempotency steps pass against the worker, reconciliation included", async () => {
     const { w, sandboxUrl, ADMIN_TOKEN } = await worker();
     const r = await paymos(["check", "--to", w.url, "--admin-token", ADMIN_TOKEN, "--sandbox", sandboxUrl, "--json"]);
     assert.ok(r.json, `not JSON: ${r.stdout}\n${r.stderr}`);
@@ -277,8 +285,8 @@ describe("against the worker", () => {
     assert.deepEqual(failed, [], JSON.stringify(failed, null, 2));
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.json.pass, true);
-    assert.deepEqual(r.json.steps.map((s) => s.step), [1, 2, 3, 4, 5]);
-    const [s1, s2, s3, s4, s5] = r.json.steps;
+    assert.deepEqual(r.json.steps.map((s) => s.step), [1, 2, 3, 4, 5, 6, 7, 8]);
+    const [s1, s2, s3, s4, s5, s6, s7, s8] = r.json.steps;
     assert.equal(s1.evidence.fulfilments, 1);
     assert.match(s1.evidence.license_code, /\S/);
     assert.equal(s2.evidence.license_code, s1.evidence.license_code);
@@ -291,6 +299,17 @@ describe("against the worker", () => {
     assert.deepEqual(s5.evidence.missing.map((m) => m.id), [s5.evidence.extra_invoice]);
     assert.deepEqual(s5.evidence.doubled, []);
     assert.equal(s5.evidence.extra_fulfilments, 1);
+    assert.equal(s5.evidence.ok, false, "an invoice was missing");
+    // two endpoints at once: one applied, three stale; the late events stale; one fulfilment
+    assert.deepEqual([...s6.evidence.outcomes].sort(), ["applied", "stale", "stale", "stale"]);
+    assert.equal(s6.evidence.fulfilments, 1);
+    // the door: a rotated header and a re-spaced body accepted, the rest refused
+    assert.equal(s7.evidence["a delivery with no signature"], 401);
+    assert.equal(s7.evidence["a delivery signed an hour ago"], 401);
+    assert.equal(s7.evidence["a header id that is not the body's"], 400);
+    // refunds: pull mode here, so the fulfilment refunded after its payment is cancelled
+    assert.deepEqual(s8.evidence.outcomes.map((o) => o[1]), ["applied", "applied", "stale"]);
+    assert.ok(s8.evidence.effects_after_refund.some((e) => e.kind === "fulfilment" && e.dispatch === "cancelled"));
   });
 
   test("paymos check --orders against the worker: every fulfilment reaches a real `paymos orders` once, also after it failed for a while", async (t) => {
@@ -308,7 +327,7 @@ describe("against the worker", () => {
     assert.ok(r.json, `not JSON: ${r.stdout}\n${r.stderr}`);
     const failed = r.json.steps.filter((s) => !s.pass);
     assert.deepEqual(failed, [], JSON.stringify(failed, null, 2));
-    assert.deepEqual(r.json.steps.map((s) => s.step), [1, 2, 3, 4, 5, 6, 7]);
+    assert.deepEqual(r.json.steps.map((s) => s.step), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     assert.equal(r.code, 0, r.stderr);
     const received = await (await fetch(`${orders.url}/received`)).json();
     const ids = received.shipped.map((x) => x.id);
@@ -377,30 +396,33 @@ describe("against the worker", () => {
 });
 
 describe("without the worker", () => {
-  test("paymos check --orders: step 6 passes when each fulfilment reaches `paymos orders` once, fails when an outbox mints a new id per attempt", async (t) => {
+  test("paymos check --orders: step 9 passes when each fulfilment reaches `paymos orders` once, fails when an outbox mints a new id per attempt", async (t) => {
     const ordersSecret = "whsec_" + randomBytes(32).toString("base64");
     const good = await startOrders(["--secret", ordersSecret]);
     const rx = await startBrokenReceiver({ dedupe: true, orders: { url: good.url, secret: ordersSecret } });
     t.after(() => rx.close());
     const r = await paymos(["check", "--to", rx.url, "--admin-token", rx.token, "--orders", good.url, "--timeout-seconds", "5", "--json"]);
     assert.equal(r.code, 0, r.stdout + r.stderr);
-    assert.deepEqual(r.json.steps.map((s) => [s.step, s.pass]), [[1, true], [2, true], [3, true], [4, true], [5, true], [6, true], [7, true]]);
-    const s6 = r.json.steps[5];
-    assert.equal(s6.evidence.invoices.length, 3);
-    assert.deepEqual(Object.values(s6.evidence.shipped_per_invoice), [1, 1, 1]);
+    assert.deepEqual(r.json.steps.map((s) => [s.step, s.pass]), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((n) => [n, true]));
+    const s9 = r.json.steps[8];
+    assert.equal(s9.evidence.invoices.length, 3);
+    assert.deepEqual(Object.values(s9.evidence.shipped_per_invoice), [1, 1, 1]);
     // step 4's fulfilment was made by hand without an order_ref and shipped only once it was known
     const received = await (await fetch(`${good.url}/received`)).json();
-    assert.equal(received.shipped.length, 3);
     assert.ok(received.shipped.every((x) => /^order_check_/.test(x.order_ref)));
+    // step 10: the fulfilment refunded after its payment was followed by its revocation
+    assert.deepEqual(r.json.steps[9].evidence.sent_for_refund_after_payment, ["fulfilment", "revocation"]);
 
     const other = await startOrders(["--secret", ordersSecret]);
     const broken = await startBrokenReceiver({ dedupe: true, orders: { url: other.url, secret: ordersSecret, newIdPerAttempt: true } });
     t.after(() => broken.close());
     const b = await paymos(["check", "--to", broken.url, "--admin-token", broken.token, "--orders", other.url, "--timeout-seconds", "5"]);
     assert.equal(b.code, 1, b.stdout + b.stderr);
-    assert.match(b.stdout, /^\[FAIL\] step 6: the order system received each fulfilment exactly once/m);
+    assert.match(b.stdout, /^\[FAIL\] step 9: the order system received each fulfilment exactly once/m);
     assert.match(b.stdout, /why: inv_\w+ was shipped 2 times \(effect ids eff_\w+, eff_\w+\)/);
-    assert.match(b.stdout, /^FAIL: 1 of 7 steps failed \(step 6\)$/m);
+    // and its refund sent two revocations under two ids
+    assert.match(b.stdout, /why: 2 revocations were sent for inv_\w+/);
+    assert.match(b.stdout, /^FAIL: 2 of 10 steps failed \(step 9, 10\)$/m);
 
     // the invoice table before its amendment (refunded only from paid): the refund that
     // overtakes its payment is stale, the paid after it ships goods for money returned
@@ -409,8 +431,10 @@ describe("without the worker", () => {
     t.after(() => old.close());
     const o = await paymos(["check", "--to", old.url, "--admin-token", old.token, "--orders", third.url, "--timeout-seconds", "5"]);
     assert.equal(o.code, 1, o.stdout + o.stderr);
-    assert.match(o.stdout, /^\[FAIL\] step 7: a refund that overtakes its payment/m);
-    assert.match(o.stdout, /^FAIL: 1 of 7 steps failed \(step 7\)$/m);
+    assert.match(o.stdout, /^\[FAIL\] step 8: refunds: one that overtakes its payment ships nothing/m);
+    assert.match(o.stdout, /why: invoice\.refunded was "stale", expected applied/);
+    assert.match(o.stdout, /^\[FAIL\] step 10: the order system was sent nothing for the refund that overtook its payment/m);
+    assert.match(o.stdout, /^FAIL: 2 of 10 steps failed \(step 8, 10\)$/m);
   });
 
   test("paymos orders: a Standard-Webhooks-signed effect ships once, a copy is dropped, a bad signature is 401", async () => {
@@ -544,7 +568,7 @@ describe("without the worker", () => {
     assert.match(text.stdout, /^\[FAIL\] step 3: 20 concurrent identical copies/m);
     assert.match(text.stdout, /^\[PART\] step 5: .*missing invoices not checked, no --sandbox/m);
     assert.match(text.stdout, /^ +NOT PROVED: this proved nothing about missing invoices/m);
-    assert.match(text.stdout, /^FAIL: 2 of 5 steps failed \(step 2, 3\)$/m);
+    assert.match(text.stdout, /^FAIL: 2 of 8 steps failed \(step 2, 3\)$/m);
   });
 
   test("paymos check (control for the negative control): the same fake with its door dedupe fixed passes, step 5 partial", async (t) => {
@@ -552,10 +576,10 @@ describe("without the worker", () => {
     t.after(() => rx.close());
     const r = await paymos(["check", "--to", rx.url, "--admin-token", rx.token, "--timeout-seconds", "5"]);
     assert.equal(r.code, 0, r.stdout + r.stderr);
-    for (const n of [1, 2, 3, 4]) assert.match(r.stdout, new RegExp(`^\\[pass\\] step ${n}: `, "m"));
+    for (const n of [1, 2, 3, 4, 6, 7, 8]) assert.match(r.stdout, new RegExp(`^\\[pass\\] step ${n}: `, "m"));
     assert.match(r.stdout, /^\[PART\] step 5: /m);
-    assert.match(r.stdout, /^pass: all 5 steps passed\nbut step 5 was PARTIAL: this proved nothing about missing invoices/m);
-    assert.equal(rx.deliveries.filter((d) => d.outcome === "applied").length, 2);
+    assert.match(r.stdout, /^pass: all 8 steps passed\nbut step 5 was PARTIAL: this proved nothing about missing invoices/m);
+    assert.ok([...rx.resources.values()].every((x) => x.effects.filter((e) => e.kind === "fulfilment").length <= 1));
   });
 
   test("paymos send: an unreachable URL says so and exits 2", async () => {

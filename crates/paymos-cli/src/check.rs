@@ -1,5 +1,5 @@
-//! `paymos check`: the seed's five-step idempotency proof, run against any receiver that
-//! implements the contract's webhook endpoint and admin API.
+//! `paymos check`: the idempotency proof (the seed's five steps, and three more in `edges`),
+//! run against any receiver that implements the contract's webhook endpoint and admin API.
 
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -12,6 +12,8 @@ use crate::envelope::{build_envelope, Built, EventSpec};
 use crate::error::CliError;
 use crate::http::{self, Admin, Reply};
 use crate::ids::{random_alphanumeric, random_id};
+
+mod edges;
 
 pub const BURST: usize = 20;
 pub const MANUAL_REASON: &str = "paid by hand during outage";
@@ -88,6 +90,8 @@ struct State {
     step1: Option<(Built, String, Value)>, // envelope, license code, effects
     paid_invoices: Vec<(String, String)>,  // (invoice id, order_ref) the check paid
     extra_paid: Option<(String, String)>,  // step 5's invoice, once brought to paid
+    refunded_first: Option<String>,        // step 8's invoice refunded before its payment
+    refunded_after: Option<String>,        // step 8's invoice refunded after its payment
 }
 
 struct Checker<'a> {
@@ -272,7 +276,12 @@ fn step1(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     ev.put("outcome", d["outcome"].clone());
     ev.put("post_to_processed_ms", ms(took));
     ensure(d["outcome"] == "applied", || {
-        format!("outcome is {}, expected \"applied\"", d["outcome"])
+        let hint = if d["reason"] == "livemode_mismatch" {
+            " (the check sends test-mode deliveries, livemode false: this receiver is in live mode; check a worker with PAYMOS_MODE=test)"
+        } else {
+            ""
+        };
+        format!("outcome is {}, expected \"applied\"{hint}", d["outcome"])
     })?;
     let (res, fulfilment) = c.one_fulfilment(&built.resource_id, ev)?;
     let code = fulfilment["license_code"]
@@ -340,7 +349,7 @@ fn step3(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     // one signature for all copies: identical requests, byte for byte
     let signature = built.signature(std::slice::from_ref(&c.o.secret), crate::now_unix());
     let sent = Instant::now();
-    let results = send_burst(c, &built, &signature);
+    let results = send_together(c, vec![(built.clone(), signature); BURST]);
     ev.put("burst_ms", ms(sent.elapsed()));
     let fresh = tally_burst(&results, ev);
     let ok2xx = results
@@ -373,18 +382,17 @@ fn step3(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     Ok(())
 }
 
-/// `BURST` threads, each with its own connection, post the same bytes and signature at
-/// the same moment; their replies in thread order.
-fn send_burst(
+/// One thread per request, each with its own connection, all posting at the same moment
+/// (a barrier); their replies in order.
+fn send_together(
     c: &Checker,
-    built: &Arc<Built>,
-    signature: &str,
+    requests: Vec<(Arc<Built>, String)>,
 ) -> Vec<Result<Reply, http::TransportError>> {
-    let barrier = Arc::new(Barrier::new(BURST));
-    let handles: Vec<_> = (0..BURST)
-        .map(|_| {
-            let (built, barrier) = (built.clone(), barrier.clone());
-            let (signature, url) = (signature.to_string(), c.o.webhook_url.clone());
+    let barrier = Arc::new(Barrier::new(requests.len()));
+    let handles: Vec<_> = requests
+        .into_iter()
+        .map(|(built, signature)| {
+            let (barrier, url) = (barrier.clone(), c.o.webhook_url.clone());
             thread::spawn(move || {
                 let agent = http::agent(Duration::from_secs(30));
                 barrier.wait();
@@ -623,6 +631,13 @@ fn judge_reconcile_report(
         ours[0].get("brought_to_paid").is_none_or(|b| b == true),
         || format!("{extra} was reported but not brought to paid: {}", ours[0]),
     )?;
+    ev.put("ok", report["ok"].clone());
+    ensure(report["ok"] == false, || {
+        format!(
+            "the report says ok: {} with an invoice missing",
+            report["ok"]
+        )
+    })?;
     ensure(
         report["doubled"].as_array().is_some_and(Vec::is_empty),
         || format!("doubled is not empty: {}", report["doubled"]),
@@ -637,7 +652,7 @@ pub struct ExpectedShipment {
     pub license_code: Option<String>,
 }
 
-/// Step 6's judgement over `GET /received` of a `paymos orders`: each expected invoice's
+/// Step 9's judgement over `GET /received` of a `paymos orders`: each expected invoice's
 /// fulfilment shipped exactly once, with the receiver's license code and the order_ref.
 /// `Ok(None)`: everything is there; `Ok(Some(waiting))`: some have not arrived yet (poll
 /// again); `Err`: shipped twice, or with the wrong license code or order_ref.
@@ -697,7 +712,7 @@ pub fn judge_shipments(
     Ok((!waiting.is_empty()).then_some(waiting))
 }
 
-fn step6(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
+fn step_orders_received(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     let orders = c.o.orders.as_deref().unwrap_or_default();
     let mut expected = Vec::new();
     for (id, order_ref) in s.paid_invoices.iter().chain(s.extra_paid.iter()) {
@@ -761,44 +776,41 @@ fn step6(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     }
 }
 
-/// Step 7 (with `--orders`): a refund that overtakes its payment (created, refunded, then
-/// paid) leaves the invoice refunded, makes no fulfilment, and the order system is sent
-/// nothing for it (interface §3, amended).
-fn step7(c: &Checker, _s: &mut State, ev: &mut Ev) -> StepResult {
+/// Step 10 (with `--orders`): what the order system was sent for step 8's refunds: nothing
+/// for the invoice refunded before its payment, and for the one refunded after it, a
+/// revocation after each fulfilment it was sent (interface §3, amended).
+fn step_refunds_sent(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     let orders = c.o.orders.as_deref().unwrap_or_default();
-    let first = build_envelope(&EventSpec {
-        event_type: "invoice.created".into(),
-        order_ref: Some(new_order_ref()),
-        ..Default::default()
-    })
-    .map_err(|e| e.to_string())?;
-    let invoice = first.resource_id.clone();
-    ev.put("resource_id", invoice.clone());
-    let outcomes = deliver_refund_before_payment(c, &first, ev)?;
-    ev.put("outcomes", outcomes.clone());
-    let want = [
-        ("invoice.created", "applied"),
-        ("invoice.refunded", "applied"),
-        ("invoice.paid", "stale"),
-    ];
-    for (got, (t, o)) in outcomes.iter().zip(want) {
-        ensure(got[1] == o, || format!("{t} was {}, expected {o}", got[1]))?;
-    }
-    let res = c.resource(&invoice)?;
-    ev.put("resource_status", res["status"].clone());
-    ensure(res["status"] == "refunded", || {
-        format!("the invoice is {}, expected refunded", res["status"])
-    })?;
-    ensure(fulfilments(&res).is_empty(), || {
-        "a fulfilment was made for money that went back".into()
-    })?;
+    let (Some(before), Some(after)) = (&s.refunded_first, &s.refunded_after) else {
+        return Err("needs step 8's refunded invoices, which step 8 did not produce".into());
+    };
     // give a wrongly made fulfilment time to arrive, then look
     thread::sleep(Duration::from_secs(2));
-    let sent = shipped_for(c, orders, &invoice)?;
-    ev.put("shipped_for_it", sent);
-    ensure(sent == 0, || {
-        format!("the order system shipped {sent} effect(s) for a refunded invoice")
-    })
+    let sent = shipped_kinds(c, orders, before)?;
+    ev.put("sent_for_refund_before_payment", sent.clone());
+    ensure(sent.is_empty(), || {
+        format!("the order system was sent {sent:?} for {before}, refunded before its payment")
+    })?;
+    let deadline = Instant::now() + c.o.timeout;
+    loop {
+        let sent = shipped_kinds(c, orders, after)?;
+        let fulfilled = sent.iter().filter(|k| *k == "fulfilment").count();
+        let revoked = sent.iter().filter(|k| *k == "revocation").count();
+        ev.put("sent_for_refund_after_payment", sent.clone());
+        ensure(revoked <= 1, || {
+            format!("{revoked} revocations were sent for {after}: {sent:?}")
+        })?;
+        if fulfilled == 0 || (revoked == 1 && sent.last().is_some_and(|k| k == "revocation")) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{after} was refunded after its fulfilment was sent, and no revocation followed within {} s: {sent:?}",
+                c.o.timeout.as_secs()
+            ));
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Delivers `first` (an invoice.created), then a refund and a payment of the same invoice,
@@ -827,8 +839,9 @@ fn deliver_refund_before_payment(
     Ok(outcomes)
 }
 
-/// How many effects the order system at `orders` lists as shipped for `invoice`.
-fn shipped_for(c: &Checker, orders: &str, invoice: &str) -> Result<usize, String> {
+/// The kinds of the effects the order system at `orders` lists as shipped for `invoice`,
+/// in the order they arrived.
+fn shipped_kinds(c: &Checker, orders: &str, invoice: &str) -> Result<Vec<String>, String> {
     let url = format!("{}/received", orders.trim_end_matches('/'));
     let text = c
         .agent
@@ -841,26 +854,37 @@ fn shipped_for(c: &Checker, orders: &str, invoice: &str) -> Result<usize, String
         serde_json::from_str(&text).map_err(|_| format!("GET {url} did not answer JSON"))?;
     Ok(received["shipped"]
         .as_array()
-        .map(|a| a.iter().filter(|x| x["resource_id"] == invoice).count())
+        .map(|a| {
+            a.iter()
+                .filter(|x| x["resource_id"] == invoice)
+                .map(|x| x["kind"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
         .unwrap_or_default())
 }
 
-pub const STEP7_NAME: &str =
-    "a refund that overtakes its payment: refunded, no fulfilment, nothing sent to the order system";
+pub const STEP10_NAME: &str =
+    "the order system was sent nothing for the refund that overtook its payment, and a revocation after the fulfilment it was sent for the other";
 
-pub const STEP6_NAME: &str =
+pub const STEP9_NAME: &str =
     "the order system received each fulfilment exactly once, with its license code and order_ref";
 
-pub const STEP_NAMES: [&str; 5] = [
+pub const STEP_NAMES: [&str; 10] = [
     "a fresh invoice.paid is processed once, with exactly one fulfilment",
     "the same delivery again is a duplicate and changes nothing",
     "20 concurrent identical copies: one duplicate:false, one row, one fulfilment",
     "refused signature, then paid by hand, then delivered: stale, still one fulfilment",
     "reconciliation finds the invoice paid at the provider but never delivered",
+    edges::STEP6_NAME,
+    edges::STEP7_NAME,
+    edges::STEP8_NAME,
+    STEP9_NAME,
+    STEP10_NAME,
 ];
 
-/// Runs the five steps, seven with `--orders` (each runs even when an earlier one failed; a
-/// step that needs an earlier one's result says so). Exit 0 only when every step passes.
+/// Runs the seed's five steps and the three past them, ten with `--orders` (each runs even
+/// when an earlier one failed; a step that needs an earlier one's result says so). Exit 0
+/// only when every step passes.
 pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
     o.admin.preflight()?;
     let c = Checker {
@@ -868,11 +892,19 @@ pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
         agent: http::agent(Duration::from_secs(30)),
     };
     let mut state = State::default();
-    let mut steps: Vec<fn(&Checker, &mut State, &mut Ev) -> StepResult> =
-        vec![step1, step2, step3, step4, step5];
+    let mut steps: Vec<fn(&Checker, &mut State, &mut Ev) -> StepResult> = vec![
+        step1,
+        step2,
+        step3,
+        step4,
+        step5,
+        edges::endpoints,
+        edges::door,
+        edges::refunds,
+    ];
     if o.orders.is_some() {
-        steps.push(step6);
-        steps.push(step7);
+        steps.push(step_orders_received);
+        steps.push(step_refunds_sent);
     }
     if !o.json {
         println!(
@@ -892,11 +924,7 @@ pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
             name: if partial {
                 STEP5_PARTIAL_NAME
             } else {
-                match i {
-                    5 => STEP6_NAME,
-                    6 => STEP7_NAME,
-                    _ => STEP_NAMES[i],
-                }
+                STEP_NAMES[i]
             },
             pass: result.is_ok(),
             not_proved: partial.then_some(STEP5_NOT_PROVED),

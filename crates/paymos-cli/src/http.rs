@@ -198,7 +198,8 @@ pub fn post_delivery(
     )
 }
 
-/// POSTs pre-signed bytes (the load generator signs before the clock starts).
+/// POSTs pre-signed bytes (the load generator signs before the clock starts). An empty
+/// `signature` sends no `X-Webhook-Signature` at all (`paymos check`'s unsigned delivery).
 pub fn post_signed(
     agent: &ureq::Agent,
     url: &str,
@@ -211,8 +212,10 @@ pub fn post_signed(
     let mut req = agent
         .post(url)
         .set("Content-Type", "application/json")
-        .set("X-Webhook-Id", event_id)
-        .set("X-Webhook-Signature", signature);
+        .set("X-Webhook-Id", event_id);
+    if !signature.is_empty() {
+        req = req.set("X-Webhook-Signature", signature);
+    }
     if let Some(n) = attempt {
         req = req.set("X-Webhook-Attempt", &n.to_string());
     }

@@ -44,7 +44,7 @@ enum Command {
     Send(SendArgs),
     /// Deliver one event the way Paymos does: up to 11 attempts on the retry ladder
     Deliver(DeliverArgs),
-    /// Run the five-step idempotency proof against a receiver's webhook and admin API
+    /// Run the idempotency proof (the seed's five steps and three more) against a receiver's webhook and admin API
     Check(CheckArgs),
     /// Run a local stand-in for the Paymos invoice API (for reconciliation)
     Sandbox(SandboxArgs),
@@ -122,7 +122,7 @@ struct CheckArgs {
     /// The `paymos sandbox` the receiver reconciles against (its PAYMOS_API_BASE); without it step 5 is partial
     #[arg(long, value_name = "URL")]
     sandbox: Option<String>,
-    /// The `paymos orders` the receiver delivers effects to (its ORDER_SYSTEM_URL): adds step 6, each fulfilment shipped exactly once, and step 7, a refund that overtakes its payment ships nothing
+    /// The `paymos orders` the receiver delivers effects to (its ORDER_SYSTEM_URL): adds step 9, each fulfilment shipped exactly once, and step 10, nothing sent for a refund that overtook its payment and a revocation after a refunded fulfilment
     #[arg(long, value_name = "URL")]
     orders: Option<String>,
     /// Print one JSON report: {"steps":[{"step","name","pass","evidence"}],"pass"}
