@@ -813,32 +813,6 @@ fn step_refunds_sent(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     }
 }
 
-/// Delivers `first` (an invoice.created), then a refund and a payment of the same invoice,
-/// each waited on until processed; `[event type, outcome]` of each.
-fn deliver_refund_before_payment(
-    c: &Checker,
-    first: &Built,
-    ev: &mut Ev,
-) -> Result<Vec<Value>, String> {
-    let mut outcomes = Vec::new();
-    for event_type in ["invoice.created", "invoice.refunded", "invoice.paid"] {
-        let built = if event_type == "invoice.created" {
-            first.clone()
-        } else {
-            build_envelope(&EventSpec {
-                event_type: event_type.into(),
-                resource_id: Some(first.resource_id.clone()),
-                ..Default::default()
-            })
-            .map_err(|e| e.to_string())?
-        };
-        c.deliver_expecting(&built, ev, event_type, Some(false))?;
-        let (d, _) = c.wait_processed(&built.event_id, Instant::now())?;
-        outcomes.push(json!([event_type, d["outcome"]]));
-    }
-    Ok(outcomes)
-}
-
 /// The kinds of the effects the order system at `orders` lists as shipped for `invoice`,
 /// in the order they arrived.
 fn shipped_kinds(c: &Checker, orders: &str, invoice: &str) -> Result<Vec<String>, String> {

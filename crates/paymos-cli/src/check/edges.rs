@@ -235,7 +235,7 @@ pub(super) fn refunds(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     let before = first.resource_id.clone();
     ev.put("refunded_before_payment", before.clone());
     s.refunded_first = Some(before.clone());
-    let outcomes = super::deliver_refund_before_payment(c, &first, ev)?;
+    let outcomes = deliver_refund_before_payment(c, &first, ev)?;
     ev.put("outcomes", outcomes.clone());
     let want = [
         ("invoice.created", "applied"),
@@ -271,4 +271,30 @@ pub(super) fn refunds(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     ensure(revoked || cancelled, || {
         format!("{after} was refunded after its payment, yet its fulfilment is neither cancelled nor revoked")
     })
+}
+
+/// Delivers `first` (an invoice.created), then a refund and a payment of the same invoice,
+/// each waited on until processed; `[event type, outcome]` of each.
+fn deliver_refund_before_payment(
+    c: &Checker,
+    first: &Built,
+    ev: &mut Ev,
+) -> Result<Vec<Value>, String> {
+    let mut outcomes = Vec::new();
+    for event_type in ["invoice.created", "invoice.refunded", "invoice.paid"] {
+        let built = if event_type == "invoice.created" {
+            first.clone()
+        } else {
+            build_envelope(&EventSpec {
+                event_type: event_type.into(),
+                resource_id: Some(first.resource_id.clone()),
+                ..Default::default()
+            })
+            .map_err(|e| e.to_string())?
+        };
+        c.deliver_expecting(&built, ev, event_type, Some(false))?;
+        let (d, _) = c.wait_processed(&built.event_id, Instant::now())?;
+        outcomes.push(json!([event_type, d["outcome"]]));
+    }
+    Ok(outcomes)
 }
