@@ -31,7 +31,7 @@ pub fn consumer_retry_delay(base: u32, failures: i64) -> u32 {
 
 /// The dispatcher's ladder for an effect the order system did not take (interface §7: retried
 /// with growing delays for at least 16 hours, then dead): the delay after each failed attempt.
-/// 12 retries, 16 h 18 min 30 s in all; each delay fits a queue's 12-hour delay limit.
+/// 12 retries, 16 h 18 min 40 s in all (58,720 s); each delay fits a queue's 12-hour delay limit.
 pub const EFFECT_RETRY_DELAYS_SECONDS: [u32; 12] = [
     10, 30, 60, 120, 300, 600, 1200, 2400, 3600, 7200, 14400, 28800,
 ];
