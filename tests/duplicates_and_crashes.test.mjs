@@ -155,3 +155,23 @@ test("SIGKILL mid-load, restarted on the same state, sender on a compressed ladd
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test("a sweep after 0 seconds sends each unprocessed delivery once per run, however often its claims pick it again", async () => {
+  // no consumer: the deliveries stay unprocessed, their messages unread
+  const w = await startWorker({ vars: { SWEEP_AFTER_SECONDS: "0" }, patch: (o) => (o.queueConsumers = {}) });
+  try {
+    const N = 150;
+    await pool(
+      Array.from({ length: N }, () => envelope("invoice.created", randomId("inv_"))),
+      16,
+      async (e) => assert.equal((await deliver(w.url, e)).status, 200),
+    );
+    await w.scheduled("*/5 * * * *");
+    const line = await eventually("the sweep's line", () => w.logs.find((l) => l.stage === "sweep" && /^requeued /.test(l.outcome)));
+    // a claim moves enqueued_at to now, which a sweep after 0 s takes as old enough at once:
+    // before, each page picked the same rows again, 10,000 messages for 150 deliveries
+    assert.equal(line.outcome, `requeued ${N}`, JSON.stringify(line));
+  } finally {
+    await w.close();
+  }
+});

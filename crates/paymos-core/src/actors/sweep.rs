@@ -169,6 +169,9 @@ pub struct Chunks {
     restore: Option<usize>,
     /// The limit of the claim under way (a restoring replay's chunk may be cut).
     limit: u32,
+    /// What this sweep has sent: a claim can pick its own rows again (a sweep after 0 s, or
+    /// one longer than the setting), and they are not sent twice by one run.
+    swept: std::collections::HashSet<String>,
 }
 
 impl Chunks {
@@ -185,6 +188,7 @@ impl Chunks {
             ops_left: 2 * max_chunks.max(1),
             restore: None,
             limit: chunk.clamp(1, CHUNK),
+            swept: std::collections::HashSet::new(),
         }
     }
 
@@ -287,12 +291,21 @@ impl Chunks {
 
     /// The claim's rows; an empty claim ends the run.
     pub fn claimed(&mut self, rows: Vec<Claimed>) {
+        self.last_full = rows.len() >= self.limit as usize;
+        let rows: Vec<Claimed> = match self.kind {
+            // a replay's chunks move on by their cursor; a sweeper's claims by time alone
+            Kind::Replay { .. } => rows,
+            _ => rows
+                .into_iter()
+                .filter(|r| self.swept.insert(r.id.clone()))
+                .collect(),
+        };
         if rows.is_empty() {
+            // nothing left, or only what this run sent already
             self.phase = Phase::Done;
             return;
         }
         self.summary.claimed += rows.len();
-        self.last_full = rows.len() >= self.limit as usize;
         if let Kind::Replay { after, .. } = &mut self.kind {
             // oldest first: the next chunk starts after the newest of this one
             *after = rows
@@ -517,6 +530,45 @@ mod tests {
         assert!(matches!(s.step(), Step::Claim(_)));
         let st = restore_statement("evt_1", "k", "{}");
         assert_eq!(st.statement.name, "RESTORE_BODY");
+    }
+
+    /// A sweep after 0 seconds (or one that outlasts its setting) claims its own rows again:
+    /// they are not sent twice, and a claim of nothing new ends the run.
+    #[test]
+    fn a_sweep_sends_a_row_once_however_often_it_is_claimed() {
+        let row = |id: &str| Claimed {
+            id: id.into(),
+            generation: Some(0),
+            received_at: None,
+        };
+        let mut s = Chunks::new(Kind::Deliveries { older_than: 0 }, 2, 10);
+        let _ = s.step();
+        s.claimed(vec![row("evt_a"), row("evt_b")]);
+        let Step::Send(first) = s.step() else {
+            panic!()
+        };
+        assert_eq!(first.len(), 2);
+        s.sent(2, None);
+        let _ = s.step();
+        s.claimed(vec![row("evt_c"), row("evt_a")]);
+        let Step::Send(second) = s.step() else {
+            panic!()
+        };
+        assert_eq!(
+            second.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["evt_c"]
+        );
+        s.sent(1, None);
+        let _ = s.step();
+        s.claimed(vec![row("evt_a"), row("evt_b")]);
+        assert_eq!(
+            s.step(),
+            Step::Done(Summary {
+                claimed: 3,
+                sent: 3,
+                ..Summary::default()
+            })
+        );
     }
 
     #[test]
