@@ -1271,9 +1271,9 @@
     return found;
   }
 
+  /** `list`: the dead effects not dismissed (the resource view still shows the dismissed). */
   function renderDeadEffects(list, total) {
-    // the dismissed ones are handled: not listed here (the resource view still shows them)
-    const rows = (Array.isArray(list) ? list : []).filter((f) => !f.dismissed_at);
+    const rows = Array.isArray(list) ? list : [];
     $("dead-effects").hidden = rows.length === 0 && !total;
     $("dead-effect-rows").replaceChildren(
       ...(rows.length
