@@ -430,11 +430,9 @@ fn development_urls(env: &Env) -> Vec<String> {
         .into_iter()
         .filter_map(|name| {
             let url = string(env, name)?;
-            paymos_core::outbound::is_development(url.trim()).then(|| {
-                format!(
-                    "{name} is {}, a loopback development value: a deployed worker needs https://",
-                    url.trim()
-                )
+            let url = url.trim();
+            paymos_core::outbound::is_development(url).then(|| {
+                format!("{name} is {url}, a loopback development value: a deployed worker needs https://")
             })
         })
         .collect()

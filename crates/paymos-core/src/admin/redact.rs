@@ -18,12 +18,21 @@ pub const MIN_CHARS: usize = 8;
 /// Replaces every occurrence of each credential in `text` (the longest first, so that one
 /// holding another is replaced whole).
 pub fn redact(text: &mut String, credentials: &[&str]) {
+    replace(text, &looked_for(credentials));
+}
+
+/// The credentials to look for, trimmed, long enough, the longest first.
+fn looked_for<'a>(credentials: &[&'a str]) -> Vec<&'a str> {
     let mut looked_for: Vec<&str> = credentials
         .iter()
         .map(|c| c.trim())
         .filter(|c| c.chars().count() >= MIN_CHARS)
         .collect();
     looked_for.sort_by_key(|c| std::cmp::Reverse(c.len()));
+    looked_for
+}
+
+fn replace(text: &mut String, looked_for: &[&str]) {
     for credential in looked_for {
         if text.contains(credential) {
             *text = text.replace(credential, REDACTED);
@@ -34,18 +43,19 @@ pub fn redact(text: &mut String, credentials: &[&str]) {
 impl Command {
     /// Takes `credentials` out of the command's free text (nothing else holds any).
     pub fn redact(&mut self, credentials: &[&str]) {
+        let looked_for = looked_for(credentials);
         match self {
             Command::Transition(t) => {
-                redact(&mut t.reason, credentials);
+                replace(&mut t.reason, &looked_for);
                 for field in [&mut t.order_ref, &mut t.amount, &mut t.currency]
                     .into_iter()
                     .flatten()
                 {
-                    redact(field, credentials);
+                    replace(field, &looked_for);
                 }
             }
             Command::DismissDelivery { reason, .. } | Command::DismissEffect { reason, .. } => {
-                redact(reason, credentials)
+                replace(reason, &looked_for)
             }
             _ => {}
         }
