@@ -1,7 +1,7 @@
 // The cost meter for `npm run bench`: wraps a worker's D1 and queue bindings from the outside
 // (the worker's code is not changed) and adds up, per invocation, what it asked of them:
 // D1 calls (a batch is one call), statements, rows read and written and the SQL time as D1
-// itself reports them in each result's `meta`, and messages sent per queue. Used only by the
+// itself reports them in each result's `meta`, messages sent per queue, and R2 operations. Used only by the
 // cost scenario, never while throughput is timed. `GET /__bench/meter` answers the totals by
 // kind of invocation; `/__bench/meter/reset` zeroes them.
 //
@@ -12,7 +12,7 @@
 let records = [];
 
 function fresh(kind, detail = {}) {
-  const r = { kind, ...detail, d1_calls: 0, d1_batches: 0, statements: 0, rows_read: 0, rows_written: 0, sql_ms: 0, sent: {}, by_statement: {} };
+  const r = { kind, ...detail, d1_calls: 0, d1_batches: 0, statements: 0, rows_read: 0, rows_written: 0, sql_ms: 0, sent: {}, r2_calls: 0, by_statement: {} };
   records.push(r);
   return r;
 }
@@ -118,6 +118,20 @@ class WorkerQueue {
   }
 }
 
+// R2 operations, counted (each is a subrequest)
+class R2Bucket {
+  constructor(inner, rec) {
+    this.inner = inner;
+    this.rec = rec;
+  }
+}
+for (const op of ["put", "get", "head", "list", "delete", "createMultipartUpload"]) {
+  R2Bucket.prototype[op] = function (...args) {
+    this.rec.r2_calls += 1;
+    return this.inner[op](...args);
+  };
+}
+
 let names;
 function meteredEnv(env, rec) {
   names ??= new Map(Object.entries(env.STATEMENTS?.statements ?? {}).map(([name, s]) => [s.sql, name]));
@@ -127,6 +141,7 @@ function meteredEnv(env, rec) {
       const v = Reflect.get(target, prop, receiver);
       if (prop === "DB" && v) return (wrapped.DB ??= new D1Database(v, rec, names));
       if ((prop === "DELIVERIES" || prop === "EFFECTS") && v) return (wrapped[prop] ??= new WorkerQueue(v, prop, rec));
+      if (prop === "ARCHIVE" && v) return (wrapped.ARCHIVE ??= new R2Bucket(v, rec));
       return v;
     },
   });
@@ -173,6 +188,8 @@ export function metered(inner) {
         return Response.json({ at_ms: Date.now(), deliveries: r.n, unprocessed: r.unprocessed ?? 0 });
       }
       if (url.pathname === "/__bench/meter") return Response.json(totals());
+      // each invocation's own counts, in order (tests/invocation_budget.test.mjs)
+      if (url.pathname === "/__bench/meter/invocations") return Response.json(records);
       // one D1 round trip that reads nothing: the price of a call, whatever the database holds
       if (url.pathname === "/__bench/ping") {
         // ?table=1: a one-row table's row instead (a read of the database file)

@@ -15,8 +15,8 @@ use crate::error::{AppError, AppResult};
 use crate::sql::{self, AlertRow, KeptAlert};
 use crate::{effects, log, metrics, transition};
 use paymos_core::alerts::{
-    database_unavailable, database_unavailable_id, decide, observe, Action, AlertKind, Facts, Kept,
-    Observation,
+    by_severity, database_unavailable, database_unavailable_id, decide, observe, Action, AlertKind,
+    Facts, Kept, Observation, RUN_COST, SEND_COST,
 };
 use paymos_core::statements::Bound;
 use paymos_core::time::{iso_minute, iso_timestamp};
@@ -41,8 +41,9 @@ thread_local! {
     static OUTAGE: RefCell<Option<Outage>> = const { RefCell::new(None) };
 }
 
-/// One cron run: the facts observed, each kind's decision carried out, the sends made.
-pub async fn evaluate(env: &Env) -> AppResult<()> {
+/// One cron run: the facts observed, each kind's decision carried out, the sends made, as
+/// many as `budget` leaves room for (the rest are decided again at the next run).
+pub async fn evaluate(env: &Env, budget: u32) -> AppResult<()> {
     let db = match sql::database(env) {
         Ok(db) => db,
         Err(e) => return unavailable(env, &e.to_string()).await,
@@ -65,7 +66,8 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
         quiet: Vec::new(),
         resolved: Vec::new(),
     };
-    for kind in AlertKind::ALL.into_iter().filter(|k| k.kept_in_d1()) {
+    let mut sends_left = budget.saturating_sub(RUN_COST) / SEND_COST;
+    for kind in by_severity() {
         let o = observed.iter().find(|o| o.kind == kind);
         let k = kept.iter().find(|k| k.kind == kind.as_str());
         let state = k.map(|k| Kept {
@@ -74,7 +76,15 @@ pub async fn evaluate(env: &Env) -> AppResult<()> {
             acked_mark: k.acked_mark,
             reopened_unsent: k.reopened_unsent,
         });
-        let action = decide(o, state.as_ref(), now);
+        let mut action = decide(o, state.as_ref(), now);
+        if action.sends() {
+            if sends_left == 0 {
+                log::line("alert", "-", "deferred", Some(kind.as_str()));
+                action = action.deferred();
+            } else {
+                sends_left -= 1;
+            }
+        }
         if let Some(id) = run.act(kind, action, o, k).await? {
             send(&db, &webhook, &id).await?;
         }

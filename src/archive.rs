@@ -185,7 +185,7 @@ pub fn warnings(env: &Env) -> Vec<String> {
             f.chars().take(40).collect::<String>()
         ));
     }
-    let share = cron_share(config::invocation_budget(env));
+    let share = paymos_core::actors::cron::shares(config::invocation_budget(env)).archive;
     if share < MIN_SHARE {
         w.push(format!(
             "INVOCATION_BUDGET leaves the cron {share} operations for archiving, less than a \
@@ -193,11 +193,6 @@ pub fn warnings(env: &Env) -> Vec<String> {
         ));
     }
     w
-}
-
-/// The cron's share of an invocation's budget for archiving.
-pub fn cron_share(budget: u32) -> u32 {
-    budget / 5
 }
 
 /// The retention cutoff now: deliveries received before it are past retention.
@@ -375,7 +370,7 @@ async fn archive_now(env: &Env, a: &Archive) -> AppResult<(&'static str, serde_j
         )
     })?;
     let db = sql::database(env)?;
-    let budget = config::invocation_budget(env).saturating_sub(2);
+    let budget = config::admin_budget(env);
     let start = Start::Admin {
         before: a.before.clone(),
         after: a.after.clone(),

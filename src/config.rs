@@ -117,7 +117,9 @@ const BUDGET: Numeric<u32> = Numeric {
     name: "INVOCATION_BUDGET",
     default: 1000,
     min: 10,
-    max: 1_000_000,
+    // D1 answers at most 1,000 queries per invocation on any plan: a larger budget would let
+    // a loop run into the platform's limit instead of stopping at its own
+    max: 1000,
     outside: Outside::Nearest,
 };
 const ORDER_TIMEOUT: Numeric<u64> = Numeric {
@@ -253,7 +255,15 @@ pub struct ConsumeConfig {
     pub dead_letter_queue: String,
     pub effects_queue: String,
     pub effects_dead_letter_queue: String,
+    /// How many of a batch's deliveries one load reads, so that their bodies together stay
+    /// within `LOAD_BYTES` whatever `PAYMOS_MAX_BODY_BYTES` allows.
+    pub per_load: usize,
 }
+
+/// The bodies one consumer load may bring at most: 50 deliveries of the default 256 KiB in
+/// one load, 16 of the largest allowed (1 MiB), so that a batch's answer and its copies (the
+/// JSON text, the wasm's) stay well within a Worker's 128 MB.
+const LOAD_BYTES: usize = 16 * 1024 * 1024;
 
 thread_local! {
     static CONSUME: std::cell::OnceCell<std::rc::Rc<ConsumeConfig>> = const { std::cell::OnceCell::new() };
@@ -270,6 +280,7 @@ pub fn consume_config(env: &Env) -> std::rc::Rc<ConsumeConfig> {
         dead_letter_queue: dead_letter_queue(env),
         effects_queue: effects_queue(env),
         effects_dead_letter_queue: effects_dead_letter_queue(env),
+        per_load: (LOAD_BYTES / number(env, &MAX_BODY)).max(1),
     });
     if config.mode.is_err() {
         return config;
@@ -316,6 +327,12 @@ pub fn counters_flush_seconds(env: &Env) -> u32 {
 /// sweeper and reconciliation size their loops from it.
 pub fn invocation_budget(env: &Env) -> u32 {
     number(env, &BUDGET)
+}
+
+/// What an operator's call may spend of the budget on its work: the rest is its audit row
+/// and, with Access, the fetch of Access's signing keys.
+pub fn admin_budget(env: &Env) -> u32 {
+    invocation_budget(env).saturating_sub(2)
 }
 
 /// The queue whose messages exhausted their retries (wrangler.toml's `dead_letter_queue`),

@@ -59,7 +59,7 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
         }
         return Ok(());
     }
-    let batch = readable
+    let batch: Vec<_> = readable
         .iter()
         .map(|(message, m)| consume::Message {
             event_id: m.event_id.clone(),
@@ -68,15 +68,42 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
         })
         .collect();
     let settings = settings(&config);
-    let mut pending = vec![(Batch::new(batch, settings.clone()), 0usize)];
-    // a batch that fails is split, message by message, each driven in turn
-    while let Some((mut batch, offset)) = pending.pop() {
-        match consume::drive(&mut batch, &mut Worker { db: &db }).await {
-            Driven::Answered(answered) => answer(env, &readable, offset, answered).await,
+    let budget = config::invocation_budget(env);
+    let mut io = Worker { db: &db, calls: 0 };
+    // as many deliveries per load as their bodies allow (`per_load`), driven first to last
+    let mut pending: Vec<_> = batch
+        .chunks(config.per_load)
+        .enumerate()
+        .map(|(i, part)| {
+            let at = i * config.per_load;
+            (Batch::new(part.to_vec(), settings.clone()), at, part.len())
+        })
+        .rev()
+        .collect();
+    // a batch that fails is split, message by message, each driven in turn while the
+    // invocation's budget lasts; the messages it cannot reach are retried
+    while let Some((mut batch, offset, len)) = pending.pop() {
+        if io.calls > 0 && io.calls + BATCH_COST > budget {
+            let left: Vec<usize> = std::iter::once((offset, len))
+                .chain(pending.drain(..).map(|(_, o, n)| (o, n)))
+                .flat_map(|(o, n)| o..o + n)
+                .collect();
+            let why = format!("{} messages retried", left.len());
+            log::line("consume", "-", "budget_spent", Some(&why));
+            for m in left {
+                readable[m].0.retry_in(config.retry_base_seconds.max(1));
+            }
+            break;
+        }
+        match consume::drive(&mut batch, &mut io).await {
+            Driven::Answered(answered) => {
+                io.calls += u32::from(!answered.released.is_empty());
+                answer(env, &readable, offset, answered).await
+            }
             Driven::Split(messages, why) => {
                 log::line("consume", "-", "batch_fallback", Some(&why));
                 for (i, m) in messages.into_iter().enumerate().rev() {
-                    pending.push((Batch::new(vec![m], settings.clone()), offset + i));
+                    pending.push((Batch::new(vec![m], settings.clone()), offset + i, 1));
                 }
             }
         }
@@ -84,10 +111,15 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
     Ok(())
 }
 
+/// What driving one batch (or one message of a split batch) may cost: its load, its
+/// transaction or its failure's record, and the send of what it released.
+const BATCH_COST: u32 = 3;
+
 /// The consumer's and the dead-letter consumer's I/O in a Worker: D1, and the platform's
-/// CSPRNG.
+/// CSPRNG. `calls` counts this invocation's D1 calls and sends (its budget).
 struct Worker<'a> {
     db: &'a D1Database,
+    calls: u32,
 }
 
 impl consume::Io for Worker<'_> {
@@ -96,6 +128,7 @@ impl consume::Io for Worker<'_> {
     }
 
     async fn load(&mut self, b: Bound<'static>) -> Result<Vec<ConsumeRow>, String> {
+        self.calls += 1;
         sql::all_rows::<ConsumeRow>(self.db, b)
             .await
             .map_err(consume::database_unavailable)
@@ -106,6 +139,7 @@ impl consume::Io for Worker<'_> {
         statements: Vec<Bound<'static>>,
         _: &Batch,
     ) -> Result<Vec<Vec<serde_json::Value>>, String> {
+        self.calls += 1;
         let results = sql::run_batch(self.db, &statements)
             .await
             .map_err(consume::database_unavailable)?;
@@ -114,6 +148,7 @@ impl consume::Io for Worker<'_> {
 
     async fn record_failure(&mut self, b: Bound<'static>) {
         // visible in the archive; best effort (D1 may be what is failing)
+        self.calls += 1;
         let _ = sql::returned_row(self.db, b).await;
     }
 }
@@ -170,7 +205,7 @@ async fn dead_letter_one(
     base: u32,
 ) {
     let verdict = dead_letter::decide(
-        &mut Worker { db },
+        &mut Worker { db, calls: 0 },
         &m.event_id,
         m.generation,
         &dead_letter::Mutation::default(),

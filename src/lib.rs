@@ -255,9 +255,9 @@ mod queue_export {
 
 #[event(scheduled)]
 async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
-    // one invocation's budget, shared: reconciliation (a new daily run, or the continuation of
-    // an unfinished one) takes half, the sweeper the rest
-    let budget = config::invocation_budget(&env);
+    // one invocation's budget, shared among the steps so that their sum stays within it
+    // (paymos_core::actors::cron)
+    let shares = paymos_core::actors::cron::shares(config::invocation_budget(&env));
     // a numeric setting not used as given is said at every run while it lasts (interface §4)
     for warning in config::setting_warnings(&env) {
         log::line("config", "-", "invalid_setting", Some(&warning));
@@ -276,24 +276,22 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     } else {
         reconcile::Start::ContinueOnly
     };
-    // the archive's share first off the top (the daily run, or continuing it), run after the
-    // sweepers so that it never holds them back
-    let archive_share = archive::cron_share(budget);
-    let budget = budget - archive_share;
-    if let Err(e) = reconcile::run(&env, start, budget / 2).await {
+    if let Err(e) = reconcile::run(&env, start, shares.reconcile).await {
         log::line("reconcile", "-", "error", Some(e.code()));
     }
-    if let Err(e) = consume::sweep(&env, budget / 4).await {
+    if let Err(e) = consume::sweep(&env, shares.delivery_sweep).await {
         log::line("sweep", "-", "error", Some(e.code()));
     }
-    if let Err(e) = effects::sweep(&env, (budget / 4).saturating_sub(2)).await {
+    if let Err(e) = effects::sweep(&env, shares.effect_sweep).await {
         log::line("sweep_effects", "-", "error", Some(e.code()));
     }
-    archive::scheduled(&env, event.cron() == RECONCILE_CRON, archive_share).await;
+    // the archive (the daily run, or continuing it) after the sweepers, so that it never
+    // holds them back
+    archive::scheduled(&env, event.cron() == RECONCILE_CRON, shares.archive).await;
     // this isolate's counters first, so the alerts see them; then the alerts, last: a failing
     // alert webhook never holds back the sweepers
     counters::flush(&env).await;
-    if let Err(e) = alerts::evaluate(&env).await {
+    if let Err(e) = alerts::evaluate(&env, shares.alerts).await {
         log::line("alerts", "-", "error", Some(e.code()));
     }
     if event.cron() == RECONCILE_CRON {

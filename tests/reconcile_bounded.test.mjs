@@ -169,8 +169,9 @@ test("daily and default runs look back 7 days with paid_since; {full:true} walks
 test("a walk larger than one invocation's budget continues in later cron invocations, each within budget", async () => {
   const lost = ids(1000);
   provider.invoices = lost.map((id) => invoice(id));
-  // 60 operations per invocation (the free plan allows 50, the cron gives reconciliation half)
-  await withWorker({ INVOCATION_BUDGET: "60" }, async (w) => {
+  // 200 operations per invocation: the cron gives reconciliation 58 (paymos_core::actors::cron),
+  // two for each invoice brought to paid (its transition and the send of its fulfilment)
+  await withWorker({ INVOCATION_BUDGET: "200" }, async (w) => {
     const first = await admin(w.url, "POST", "/reconcile", { full: true });
     assert.equal(first.status, 200);
     assert.equal(first.json.truncated, true);
@@ -178,8 +179,8 @@ test("a walk larger than one invocation's budget continues in later cron invocat
     assert.equal(first.json.ok, false);
     assert.ok(first.json.checked >= 1 && first.json.checked < 1000, `checked ${first.json.checked}`);
     assert.ok(first.json.missing.length === first.json.checked, "what was checked is reported");
-    // one page = one fetch + a lookup + a progress write + a transition per missing invoice:
-    // 100 missing invoices a page cannot fit in 60, so pages are split at an invoice
+    // one page = one fetch + a lookup + a progress write + a transition and a send per missing
+    // invoice: 100 missing invoices a page cannot fit in 200, so pages are split at an invoice
     let invocations = 1;
     const perInvocation = [provider.served];
     for (;;) {

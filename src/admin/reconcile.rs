@@ -16,7 +16,7 @@ pub async fn now(env: &Env, full: bool, record: &Record) -> AppResult<Response> 
     let result = reconcile::run(
         env,
         reconcile::Start::Manual { full },
-        config::invocation_budget(env),
+        config::admin_budget(env),
     )
     .await;
     let outcome = match &result {

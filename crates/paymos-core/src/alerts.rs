@@ -408,6 +408,43 @@ pub enum Action {
     Nothing,
 }
 
+impl Action {
+    /// Whether carrying it out sends the alert.
+    pub fn sends(self) -> bool {
+        matches!(
+            self,
+            Action::Open | Action::Update { send: true } | Action::Reopen
+        )
+    }
+
+    /// The same decision without its send, for a run whose budget has no room left for it:
+    /// an update is still recorded; an opening or a reopening waits whole for the next run,
+    /// which decides it again from the same state (nothing was written).
+    pub fn deferred(self) -> Action {
+        match self {
+            Action::Update { .. } => Action::Update { send: false },
+            Action::Open | Action::Reopen => Action::Nothing,
+            other => other,
+        }
+    }
+}
+
+/// What one cron run's alerts may cost besides their sends: the metrics' facts (the counts,
+/// the latest reconciliation and its report, the archive's state: 6), the outage's record,
+/// the alerts kept, and the closing batch.
+pub const RUN_COST: u32 = 9;
+/// What sending one alert costs: its write (opened, updated or reopened), its reload, the
+/// POST, and the send's record.
+pub const SEND_COST: u32 = 4;
+
+/// The kinds kept in D1 in the order a run decides them: the critical ones first, so that a
+/// run whose budget cannot send every alert sends those.
+pub fn by_severity() -> impl Iterator<Item = AlertKind> {
+    let kept = AlertKind::ALL.into_iter().filter(|k| k.kept_in_d1());
+    let critical = kept.clone().filter(|k| k.severity() == "critical");
+    critical.chain(kept.filter(|k| k.severity() != "critical"))
+}
+
 pub fn decide(observed: Option<&Observation>, kept: Option<&Kept>, now: i64) -> Action {
     match (observed, kept) {
         (None, None) => Action::Nothing,
@@ -463,6 +500,53 @@ mod tests {
     use super::*;
 
     const NOW: i64 = 1_764_450_000;
+
+    #[test]
+    fn a_deferred_send_is_decided_again_at_the_next_run() {
+        let o = obs(AlertKind::DeliveryDead, 1);
+        // nothing open: the opening waits whole (nothing written), and is decided again
+        assert_eq!(decide(Some(&o), None, NOW).deferred(), Action::Nothing);
+        assert_eq!(decide(Some(&o), None, NOW + 300), Action::Open);
+        // open, its resend due: updated without the send, which stays due
+        let k = Kept {
+            acknowledged: false,
+            sent_at: Some(NOW - RESEND_AFTER_SECONDS),
+            acked_mark: None,
+            reopened_unsent: false,
+        };
+        assert_eq!(
+            decide(Some(&o), Some(&k), NOW).deferred(),
+            Action::Update { send: false }
+        );
+        assert_eq!(
+            decide(Some(&o), Some(&k), NOW + 300),
+            Action::Update { send: true }
+        );
+        for a in [
+            Action::Resolve,
+            Action::Nothing,
+            Action::Update { send: false },
+        ] {
+            assert!(!a.sends());
+            assert_eq!(a.deferred(), a);
+        }
+        for a in [Action::Open, Action::Reopen, Action::Update { send: true }] {
+            assert!(a.sends() && !a.deferred().sends());
+        }
+    }
+
+    #[test]
+    fn a_run_decides_the_critical_kinds_first() {
+        let order: Vec<_> = by_severity().map(AlertKind::severity).collect();
+        assert_eq!(
+            order.len(),
+            AlertKind::ALL.len() - 1,
+            "every kind kept in D1"
+        );
+        let first_warning = order.iter().position(|s| *s == "warning").unwrap();
+        assert!(order[first_warning..].iter().all(|s| *s == "warning"));
+        assert!(order[..first_warning].iter().all(|s| *s == "critical"));
+    }
 
     fn obs(kind: AlertKind, count: i64) -> Observation {
         Observation {

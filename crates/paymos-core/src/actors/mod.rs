@@ -11,6 +11,7 @@
 
 pub mod archive;
 pub mod consume;
+pub mod cron;
 pub mod dead_letter;
 pub mod dispatch;
 pub mod reconcile;

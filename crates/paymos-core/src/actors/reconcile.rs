@@ -41,11 +41,14 @@ pub const WINDOW_SECONDS: i64 = 7 * 24 * 3600;
 pub const PROVIDER_TIMEOUT_MS: u64 = 10_000;
 /// Queries kept back for closing an invocation's share of a run: the finish and the report.
 pub const RESERVE: u32 = 4;
+/// What bringing one invoice to paid (or filling it) spends: the transition's batch, and the
+/// queue send of the effects it released.
+pub const BRING_TO_PAID_COST: u32 = 2;
 /// The least an invocation's walk is given, whatever its share: the lease and the run (2),
-/// then a page's fetch, lookup, one invoice brought to paid and its record (4) with the
+/// then a page's fetch, lookup, one invoice brought to paid and its record with the
 /// reserve, so that a continuation always moves the cursor (a share too small to fetch
 /// left a run `running` for ever).
-pub const MIN_BUDGET: u32 = RESERVE + 6;
+pub const MIN_BUDGET: u32 = RESERVE + 5 + BRING_TO_PAID_COST;
 /// The cause a reconciliation's transition names.
 pub const CAUSE: &str = "paid at the provider, no invoice.paid delivery on record";
 
@@ -314,7 +317,8 @@ impl Walk {
                 Step::Open(self.open_statements())
             }
             Phase::Fetch => {
-                if self.left() < RESERVE + 4 {
+                // the fetch, the lookup, one invoice and the page's record
+                if self.left() < RESERVE + 3 + BRING_TO_PAID_COST {
                     // the next invocation goes on from the cursor
                     return self.close();
                 }
@@ -532,8 +536,8 @@ impl Walk {
         self.phase = Phase::Handle;
     }
 
-    /// The page's invoices in order: each not on record is brought to paid (one budget unit
-    /// each, one kept for the record); the page may end early, the cursor kept there.
+    /// The page's invoices in order: each not on record is brought to paid
+    /// (`BRING_TO_PAID_COST` each, one kept for the record); the page may end early, the cursor kept there.
     fn handle(&mut self) -> Step {
         let page = self.page.clone().expect("fetched");
         while self.at < page.data.len() {
@@ -541,10 +545,11 @@ impl Walk {
             let looked_up = self.on_record.iter().find(|r| r.id == invoice.id);
             let missing = looked_up.is_some_and(|r| !r.on_record);
             if missing || looked_up.is_some_and(|r| r.learns_from(invoice)) {
-                if self.left() < RESERVE + 2 {
+                // this invoice, then the page's record
+                if self.left() < RESERVE + BRING_TO_PAID_COST + 1 {
                     break;
                 }
-                self.spend();
+                self.used += BRING_TO_PAID_COST;
                 let invoice = invoice.clone();
                 return if missing {
                     Step::BringToPaid(invoice)
