@@ -48,7 +48,7 @@ pub async fn snapshot(env: &Env, db: &D1Database) -> AppResult<Snapshot> {
         refused_total: BTreeMap::new(),
         signature_refusals_burst: 0,
         verified_total: BTreeMap::new(),
-        reconciliation: reconcile::latest(env).await?,
+        reconciliation: reconcile::latest(env, Some(reconcile::LISTED)).await?,
         warnings: config::warnings(env),
         archive: crate::archive::status(env, db).await?,
     };
@@ -106,7 +106,8 @@ impl Snapshot {
         Some(ReconciliationFacts {
             state: r["state"].as_str().unwrap_or("").to_string(),
             ok: r["ok"].as_bool().unwrap_or(false),
-            missing: n("missing"),
+            // counted on the run: the report lists only its first findings here
+            missing: r["missing_count"].as_i64().unwrap_or(0),
             doubled: n("doubled"),
             unprocessed: n("unprocessed"),
             error: r["error"].as_str().map(str::to_string),

@@ -212,6 +212,13 @@ test("a walk larger than one invocation's budget continues in later cron invocat
     assert.ok(done.pages >= 10, `pages ${done.pages}: split pages are fetched again from the invoice reached`);
     const listed = done.missing.map((m) => m.id);
     assert.equal(new Set(listed).size, 1000);
+    assert.equal(done.missing_count, 1000);
+    // the metrics' copy lists the first 100 (in report order) and counts them all
+    const m = (await admin(w.url, "GET", "/metrics")).json.reconciliation;
+    assert.equal(m.missing_count, 1000);
+    assert.deepEqual(m.missing, done.missing.slice(0, 100));
+    const text = await (await fetch(`${w.url}/admin/api/metrics?format=prometheus`, { headers: { authorization: "Bearer test-admin-token-0123456789" } })).text();
+    assert.match(text, /^paymos_reconciliation_last_missing 1000$/m);
     assert.ok(done.missing.every((m) => m.brought_to_paid));
     assert.equal((await w.db.prepare("SELECT count(*) AS n FROM effect WHERE kind = 'fulfilment'").first()).n, 1000);
   });

@@ -34,7 +34,7 @@ pub async fn now(env: &Env, full: bool, record: &Record) -> AppResult<Response> 
 }
 
 pub async fn latest(env: &Env) -> AppResult<Response> {
-    match reconcile::latest(env).await? {
+    match reconcile::latest(env, None).await? {
         Some(report) => Ok(Response::from_json(&report)?),
         None => Err(AppError::NotFound),
     }

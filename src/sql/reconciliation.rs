@@ -42,18 +42,25 @@ pub fn rows_of<T: DeserializeOwned>(results: &Results, i: usize) -> DbResult<Vec
     results.rows(i)
 }
 
-/// A run's report as far as it got.
+/// A run's report as far as it got: `missing` its first findings (`limit`, or all), `found`
+/// how many there are.
 pub struct ReconciliationReport {
     pub checked: i64,
     pub pages: i64,
+    pub found: i64,
     pub missing: Vec<serde_json::Value>,
 }
 
-pub async fn reconciliation_report(db: &D1Database, run_id: i64) -> DbResult<ReconciliationReport> {
+pub async fn reconciliation_report(
+    db: &D1Database,
+    run_id: i64,
+    limit: Option<u32>,
+) -> DbResult<ReconciliationReport> {
     #[derive(Deserialize)]
     struct Totals {
         checked: i64,
         pages: i64,
+        findings: i64,
     }
     #[derive(Deserialize)]
     struct Row {
@@ -66,7 +73,10 @@ pub async fn reconciliation_report(db: &D1Database, run_id: i64) -> DbResult<Rec
         db,
         &[
             st::RECONCILIATION_TOTALS.bind(vec![Arg::Int(run_id)]),
-            st::RECONCILIATION_FINDINGS.bind(vec![Arg::Int(run_id)]),
+            st::RECONCILIATION_FINDINGS.bind(vec![
+                Arg::Int(run_id),
+                Arg::Int(limit.map_or(-1, i64::from)),
+            ]),
         ],
     )
     .await?;
@@ -75,6 +85,7 @@ pub async fn reconciliation_report(db: &D1Database, run_id: i64) -> DbResult<Rec
     Ok(ReconciliationReport {
         checked: totals.checked,
         pages: totals.pages,
+        found: totals.findings,
         missing: rows
             .into_iter()
             .map(|r| {

@@ -188,14 +188,15 @@ statement!(
 statement!(
     RECONCILIATION_TOTALS,
     ["id"],
-    "SELECT checked, pages FROM reconciliation_run WHERE id = ?1"
+    "SELECT checked, pages, findings FROM reconciliation_run WHERE id = ?1"
 );
 
 statement!(
     RECONCILIATION_FINDINGS,
-    ["run_id"],
+    ["run_id", "limit"],
+    // the first `limit` in report order (-1: all), read along reconciliation_finding_seq
     "SELECT finding, invoice_id, order_ref, brought_to_paid, status, event_id, outcome \
-     FROM reconciliation_finding WHERE run_id = ?1 ORDER BY seq"
+     FROM reconciliation_finding WHERE run_id = ?1 ORDER BY seq LIMIT ?2"
 );
 
 statement!(
