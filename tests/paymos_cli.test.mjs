@@ -652,3 +652,14 @@ describe("without the worker", () => {
     assert.deepEqual([r.body.data.map((i) => i.id), r.body.has_more], [["inv_a1", "inv_a2"], true]);
   });
 });
+
+test("output piped into head ends quietly: no panic, no backtrace (SIGPIPE as other tools)", async () => {
+  needBin();
+  // a ladder of attempts to a closed port: a line per attempt, head takes the first
+  const child = spawn("bash", ["-c", `'${BIN}' deliver invoice.paid --to http://127.0.0.1:1 --ladder --time-scale 3600 | head -1; echo "status \${PIPESTATUS[0]}" >&2`], { stdio: ["ignore", "pipe", "pipe"] });
+  const r = await finished(child, "paymos … | head -1", 60000);
+  assert.equal(r.stdout.trim(), "POST http://127.0.0.1:1/webhooks/paymos");
+  assert.doesNotMatch(r.stderr, /panicked|backtrace|Broken pipe/);
+  // killed by SIGPIPE (128 + 13), as `yes | head` is
+  assert.match(r.stderr, /^status 141$/m);
+});

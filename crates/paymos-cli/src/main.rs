@@ -439,6 +439,13 @@ fn run_load(a: LoadArgs) -> Result<i32, CliError> {
 }
 
 fn main() -> ExitCode {
+    // Rust ignores SIGPIPE, so a write to a closed pipe (`paymos … | head`) panicked with a
+    // backtrace and exit 134; with the default, the process ends quietly, as other tools do
+    #[cfg(unix)]
+    // SAFETY: at the start of main, before any thread: sets a signal's disposition only
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => ExitCode::from(code as u8),
