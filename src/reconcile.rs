@@ -73,15 +73,22 @@ impl Provider {
         let request = Request::new_with_init(&url, &init).map_err(|e| e.to_string())?;
         let controller = AbortController::default();
         let signal = controller.signal();
-        let fetch = Fetch::Request(request);
-        let send = fetch.send_with_signal(&signal);
-        let timeout = Delay::from(Duration::from_millis(PROVIDER_TIMEOUT_MS));
-        futures_util::pin_mut!(send);
-        let mut resp = match select(send, timeout).await {
-            Either::Left((Ok(resp), _)) => resp,
-            Either::Left((Err(e), _)) => {
-                return Err(format!("the provider API could not be reached: {e}"))
+        // the request and its body within one timeout: a provider that sends its headers and
+        // then stalls would otherwise hold the cron's every later step
+        let answer = async {
+            let mut resp = Fetch::Request(request)
+                .send_with_signal(&signal)
+                .await
+                .map_err(|e| format!("the provider API could not be reached: {e}"))?;
+            if resp.status_code() != 200 {
+                return Err(format!("the provider API answered {}", resp.status_code()));
             }
+            page_body(&mut resp).await
+        };
+        let timeout = Delay::from(Duration::from_millis(PROVIDER_TIMEOUT_MS));
+        futures_util::pin_mut!(answer);
+        let body = match select(answer, timeout).await {
+            Either::Left((body, _)) => body?,
             Either::Right(((), _)) => {
                 controller.abort();
                 return Err(format!(
@@ -89,13 +96,30 @@ impl Provider {
                 ));
             }
         };
-        if resp.status_code() != 200 {
-            return Err(format!("the provider API answered {}", resp.status_code()));
-        }
-        resp.json()
-            .await
+        serde_json::from_slice(&body)
             .map_err(|_| "the provider API answered something that is not an invoice page".into())
     }
+}
+
+/// The most a page's answer may hold: 100 invoices are some 30 KB; a larger answer is read no
+/// further than this (a Worker holds 128 MB).
+const MAX_PAGE_BYTES: usize = 1024 * 1024;
+
+/// A page's body, read as it streams and refused past [`MAX_PAGE_BYTES`].
+async fn page_body(resp: &mut worker::Response) -> Result<Vec<u8>, String> {
+    use futures_util::StreamExt;
+    let mut stream = resp.stream().map_err(|e| e.to_string())?;
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| format!("the provider API's answer broke off: {e}"))?;
+        if body.len() + chunk.len() > MAX_PAGE_BYTES {
+            return Err(format!(
+                "the provider API answered more than {MAX_PAGE_BYTES} bytes for one page"
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// Runs (or continues) reconciliation within `budget` D1 queries + subrequests and returns

@@ -48,6 +48,10 @@ before(async () => {
     if (req.headers.authorization !== `Bearer ${API_KEY}`) return res.writeHead(401).end();
     provider.served += 1;
     if (provider.served > provider.failAfterPages) return res.writeHead(500).end('{"error":"boom"}');
+    // its headers and the start of a page, then nothing (the connection stays open)
+    if (provider.mode === "stall") return res.writeHead(200, { "content-type": "application/json" }).write('{"data":[');
+    // a page of 2 MB
+    if (provider.mode === "huge") return res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ data: [], has_more: false, pad: "x".repeat(2 << 20) }));
     let body = page(url);
     if (provider.mode === "junk_cursor" && !url.searchParams.get("starting_after")) {
       // a last id with characters that must be encoded (not an invoice id: not checked)
@@ -246,6 +250,29 @@ test("the smallest INVOCATION_BUDGET still moves a walk forward at every cron ru
     assert.deepEqual(done.missing.map((m) => m.id).sort(), [...lost].sort());
     assert.ok(done.missing.every((m) => m.brought_to_paid));
   });
+});
+
+test("a provider that stalls after its headers, or answers 2 MB, fails the call within the 10 s timeout; the cron goes on", async () => {
+  provider.invoices = ids(5).map((id) => invoice(id));
+  await withWorker({}, async (w) => {
+    provider.mode = "stall";
+    const t0 = Date.now();
+    const r = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(r.status, 502, JSON.stringify(r.json));
+    assert.equal(r.json.error, "provider_api_error");
+    assert.match(JSON.stringify(r.json), /did not answer within 10000 ms/);
+    assert.ok(Date.now() - t0 < 20000, `${Date.now() - t0} ms`);
+    // the lease is let go: the next run is not refused as running; the daily cron reaches
+    // the steps after reconciliation (its sweep line)
+    provider.mode = "huge";
+    const big = await admin(w.url, "POST", "/reconcile", { full: true });
+    assert.equal(big.status, 502, JSON.stringify(big.json));
+    assert.match(JSON.stringify(big.json), /more than 1048576 bytes/);
+    provider.mode = "stall";
+    await w.scheduled("17 3 * * *");
+    assert.ok(w.logs.some((l) => l.stage === "sweep" && /^requeued/.test(l.outcome)), "the sweeper ran after the stalled page");
+  });
+  provider.mode = "normal";
 });
 
 test("the provider failing part-way: truncated, with what was checked", async () => {
