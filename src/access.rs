@@ -42,7 +42,10 @@ use std::rc::Rc;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
 use wasm_bindgen::JsValue;
-use worker::{AbortController, Delay, Env, Fetch, Headers, Method, Request, RequestInit, Response};
+use worker::{
+    AbortController, Delay, Env, Fetch, Headers, Method, Request, RequestInit, RequestRedirect,
+    Response,
+};
 
 /// How an admin request was admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -409,7 +412,10 @@ async fn fetch_keys(config: &AccessConfig) -> Result<Vec<(String, JsValue)>, Str
         .set("Accept", "application/json")
         .map_err(|e| e.to_string())?;
     let mut init = RequestInit::new();
-    init.with_method(Method::Get).with_headers(headers);
+    // not followed: keys served wherever a Location points would be trusted for admission
+    init.with_method(Method::Get)
+        .with_headers(headers)
+        .with_redirect(RequestRedirect::Manual);
     let request = Request::new_with_init(&url, &init).map_err(|e| e.to_string())?;
     let controller = AbortController::default();
     let signal = controller.signal();

@@ -7,6 +7,7 @@
 // the bearer token keeps working; with neither configured /admin is 404.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { connect } from "node:net";
 import { startWorker, ADMIN_TOKEN } from "./helpers/worker.mjs";
 import {
   AUD,
@@ -189,6 +190,37 @@ test("writes carrying the cookie need a same-origin request, by either header, t
   }
   // reads by the cookie are not writes
   assert.equal((await call("/whoami", { jwt, via: "cookie", headers: { "sec-fetch-site": "cross-site" } })).status, 200);
+  // cookies in two header fields (HTTP/2 browsers send them so; the runtime joins them with
+  // ", "): still the cookie, still refused cross-site. Raw HTTP/1.1, since fetch and
+  // node:http join a cookie array with "; ".
+  const body = JSON.stringify({ status: "dead", dry_run: true });
+  const { host, port } = new URL(w.url);
+  const answer = await new Promise((resolve, reject) => {
+    const socket = connect(Number(port), host.split(":")[0], () => {
+      socket.end(
+        [
+          "POST /admin/api/deliveries/replay HTTP/1.1",
+          `Host: ${host}`,
+          "Content-Type: application/json",
+          `Content-Length: ${Buffer.byteLength(body)}`,
+          `Cf-Access-Jwt-Assertion: ${jwt}`,
+          "Cookie: theme=dark",
+          `Cookie: CF_Authorization=${jwt}`,
+          "Sec-Fetch-Site: cross-site",
+          "Origin: https://evil.example",
+          "Connection: close",
+          "",
+          body,
+        ].join("\r\n"),
+      );
+    });
+    let raw = "";
+    socket.on("data", (c) => (raw += c));
+    socket.on("end", () => resolve(raw));
+    socket.on("error", reject);
+  });
+  assert.match(answer, /^HTTP\/1\.1 403 /, answer.slice(0, 300));
+  assert.match(answer, /cross_site_request/);
 });
 
 test("the bearer token keeps working beside Access, and decides when it is sent", async () => {

@@ -523,10 +523,13 @@ pub fn parse_jwks(text: &str) -> Result<Vec<Jwk>, AccessError> {
 // ---------------------------------------------------------------- the request
 
 /// The value of cookie `name` in a `Cookie` header (RFC 6265 §4.2.1: `name=value` pairs
-/// separated by `;`), the first non-empty one; quotes around the value are removed.
+/// separated by `;`), the first non-empty one; quotes around the value are removed. A `,`
+/// separates too: a request whose cookies came in two header fields reaches the Worker with
+/// them joined by `, ` (a cookie's value holds no comma, §4.1.1), and a cookie missed there
+/// let a cross-site write through as if no cookie had come.
 pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
     header
-        .split(';')
+        .split([';', ','])
         .filter_map(|pair| pair.trim().split_once('='))
         .filter(|(k, _)| k.trim() == name)
         .map(|(_, v)| {
@@ -996,6 +999,11 @@ mod tests {
             None
         );
         assert_eq!(cookie("", COOKIE_NAME), None);
+        // two Cookie fields, joined by the runtime with ", "
+        assert_eq!(
+            cookie("a=1, CF_Authorization=x.y.z", COOKIE_NAME),
+            Some("x.y.z")
+        );
         assert_eq!(
             origin_of("http://127.0.0.1:8787/admin/api/x?y#z"),
             Some("http://127.0.0.1:8787".into())
