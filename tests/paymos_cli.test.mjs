@@ -342,6 +342,19 @@ describe("against the worker", () => {
     assert.match(r.stderr, /the admin token was refused \(401\)/);
   });
 
+  test("paymos check with a secret the receiver does not hold: stops after step 1, exit 2, nothing paid by hand", async () => {
+    const { w, ADMIN_TOKEN } = await worker();
+    const before = (await (await fetch(`${w.url}/admin/api/audit?limit=1000`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()).data.length;
+    const r = await paymos(["check", "--to", w.url, "--admin-token", ADMIN_TOKEN, "--secret", "whsec_not_held_by_the_receiver", "--timeout-seconds", "3"]);
+    assert.equal(r.code, 2, r.stdout + r.stderr);
+    assert.match(r.stdout, /\[FAIL\] step 1:/);
+    assert.doesNotMatch(r.stdout, /step 2:/);
+    assert.match(r.stderr, /refused the check's signed delivery \(401\).*--secret/);
+    // no manual transition was written: the audit log holds nothing new
+    const after = (await (await fetch(`${w.url}/admin/api/audit?limit=1000`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()).data.length;
+    assert.equal(after, before);
+  });
+
   test("paymos send: the same --event-id twice is new, then a duplicate", async () => {
     const { w } = await worker();
     const evt = randomId("evt_");

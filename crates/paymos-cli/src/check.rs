@@ -908,7 +908,16 @@ pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
         if !o.json {
             print!("{}", format_step(&rep));
         }
+        let refused = i == 0 && !rep.pass && rep.evidence.get("status") == Some(&json!(401));
         reports.push(rep);
+        if refused {
+            // the receiver refuses the check's signature: every later step would fail, and
+            // step 4 would mark an invoice paid by hand that no delivery then completes
+            return Err(CliError::Refused(format!(
+                "{} refused the check's signed delivery (401): give it the receiver's secret                  with --secret or PAYMOS_WEBHOOK_SECRET; the check stopped after step 1 and                  changed nothing by hand",
+                o.webhook_url
+            )));
+        }
     }
     let pass = reports.iter().all(|r| r.pass);
     if o.json {
