@@ -532,7 +532,7 @@ fn the_alert_table_admits_every_kind_and_only_those() {
 #[test]
 fn health_checks_read_no_table_whole() {
     let db = Db::open(Edits::default()).unwrap();
-    const WORKING_SET: [&str; 7] = [
+    const WORKING_SET: [&str; 8] = [
         "webhook_delivery_unprocessed",
         "webhook_delivery_unprocessed_received",
         "webhook_delivery_dead_open",
@@ -540,11 +540,13 @@ fn health_checks_read_no_table_whole() {
         "effect_pending_created",
         "effect_dead_open",
         "alert_unresolved_kind",
+        "alert_resolved",
     ];
     for s in [
         &st::METRICS_FACTS,
         &st::METRICS_COUNTERS,
         &st::KEPT_ALERTS,
+        &st::LIST_ALERTS,
         &st::LATEST_RECONCILIATION,
         &st::RECONCILIATION_TOTALS,
         &st::RECONCILIATION_FINDINGS,
