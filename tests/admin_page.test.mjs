@@ -932,7 +932,7 @@ test("effects show their dispatch state; a dead one is marked (colour and words)
   await waitForList();
 });
 
-test("a dismissed dead effect reads as handled; the health list finds a dead one past a hundred dismissed", async () => {
+test("a dismissed dead effect reads as handled; the health list finds a dead one past 2,101 dismissed", async () => {
   const now = "strftime('%Y-%m-%dT%H:%M:%fZ','now')";
   // one of the seeded fulfilments gone dead, then dismissed by an operator with a reason
   const inv = seeded.paid[2].data.id;
@@ -945,9 +945,9 @@ test("a dismissed dead effect reads as handled; the health list finds a dead one
   assert.doesNotMatch(await row.getAttribute("class") ?? "", /row-dead/);
   assert.doesNotMatch(await page.locator("#resource-facts").textContent(), /dead effect/);
   await page.click("#resource-close");
-  // a hundred and one dismissed dead effects, older than one that is not: the feed lists the
-  // dismissed first (oldest first), and the health list still finds the one to act on
-  const ids = Array.from({ length: 101 }, (_, i) => `inv_pagedismissed${i}`);
+  // 2,101 dismissed dead effects, older than one that is not: more than the page reads (20
+  // pages of 100), and the health list still finds the one to act on (dismissed=false)
+  const ids = Array.from({ length: 2101 }, (_, i) => `inv_pagedismissed${i}`);
   const list = JSON.stringify(ids);
   await w.db.prepare("INSERT INTO resource (id, kind, status) SELECT value, 'invoice', 'paid' FROM json_each(?)").bind(list).run();
   await w.db

@@ -345,3 +345,31 @@ test("a credential pasted into a write's text is not kept: not in the audit log,
   for (const credential of [ADMIN_TOKEN, SECRET_NEW, jwt, API_KEY]) assert.ok(!kept.includes(credential), credential.slice(0, 12));
   assert.match(resource.history.at(-1).cause, /^pasted Bearer \[redacted\]/);
 });
+
+test("the effects feed's dismissed filter: dead effects an operator did or did not dismiss; only with dispatch=dead", async () => {
+  const ids = [randomId("inv_"), randomId("inv_"), randomId("inv_")];
+  const now = new Date().toISOString();
+  await w.db.prepare("INSERT INTO resource (id, kind, status) SELECT value, 'invoice', 'paid' FROM json_each(?)").bind(JSON.stringify(ids)).run();
+  await w.db
+    .prepare(`INSERT INTO effect (resource_id, kind, license_code, cause, effect_id, dispatch, dead_at, dismissed_at, dismiss_reason) SELECT value, 'fulfilment', 'CODE', 'seed', 'eff_df' || key || '${ids[0].slice(4, 12)}', 'dead', '${now}', CASE WHEN key = 0 THEN '${now}' END, CASE WHEN key = 0 THEN 'handled' END FROM json_each(?)`)
+    .bind(JSON.stringify(ids))
+    .run();
+  const mine = (r) => r.json.data.filter((e) => ids.includes(e.resource_id)).map((e) => e.resource_id);
+  const open = await call("GET", "/effects?dispatch=dead&dismissed=false&limit=1000");
+  assert.equal(open.status, 200, open.text);
+  assert.deepEqual(mine(open), ids.slice(1));
+  assert.ok(open.json.data.every((e) => e.dismissed_at === null && e.dispatch === "dead"));
+  const handled = await call("GET", "/effects?dispatch=dead&dismissed=true&limit=1000");
+  assert.deepEqual(mine(handled), ids.slice(0, 1));
+  assert.ok(handled.json.data.every((e) => e.dismissed_at !== null));
+  // paged by the same cursor
+  const first = await call("GET", "/effects?dispatch=dead&dismissed=false&limit=1");
+  assert.equal(first.json.data.length, 1);
+  const next = await call("GET", `/effects?dispatch=dead&dismissed=false&limit=1000&cursor=${encodeURIComponent(first.json.next_cursor)}`);
+  assert.ok(!next.json.data.some((e) => e.id === first.json.data[0].id));
+  for (const q of ["dismissed=false", "dispatch=pending&dismissed=true", "dispatch=dead&dismissed=maybe"]) {
+    const r = await call("GET", `/effects?${q}`);
+    assert.equal(r.status, 400, q);
+    assert.equal(r.json.error, "invalid_dismissed", q);
+  }
+});

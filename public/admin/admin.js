@@ -1255,16 +1255,16 @@
   }
 
   /**
-   * The dead effects not dismissed, up to `want` of them: the feed is oldest first and keeps the
-   * dismissed ones, which pile up, so it is read page by page past them (at most 20 pages).
+   * The dead effects not dismissed, up to `want` of them (`dismissed=false`: the feed reads
+   * only those, however many were dismissed), page by page (at most 20).
    */
   async function undismissedDeadEffects(want) {
     const found = [];
     let cursor = null;
     for (let page = 0; page < 20 && found.length < want; page++) {
-      const query = `/effects?dispatch=dead&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
+      const query = `/effects?dispatch=dead&dismissed=false&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
       const feed = obj((await api("GET", query)).data);
-      found.push(...(Array.isArray(feed.data) ? feed.data : []).filter((f) => !f.dismissed_at));
+      found.push(...(Array.isArray(feed.data) ? feed.data : []));
       cursor = feed.next_cursor;
       if (!feed.has_more || !cursor) break;
     }

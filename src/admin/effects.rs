@@ -17,6 +17,7 @@ pub async fn list(env: &Env, q: &EffectQuery) -> AppResult<Response> {
         &db,
         q.kind.map(EffectKind::as_str),
         q.dispatch.map(|d| d.as_str()),
+        q.dismissed,
         q.after,
         q.limit,
         // pull mode: what the feed serves, an order system may hold (a refund then revokes it)

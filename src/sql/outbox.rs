@@ -145,11 +145,13 @@ pub async fn list_effects(
     db: &D1Database,
     kind: Option<&str>,
     dispatch: Option<&str>,
+    dismissed: Option<bool>,
     after_seq: Option<i64>,
     limit: u32,
     pull: bool,
 ) -> DbResult<Vec<EffectRow>> {
-    match <[_; 1]>::try_from(st::feed_page(kind, dispatch, after_seq, limit, pull)) {
+    let page = st::feed_page(kind, dispatch, dismissed, after_seq, limit, pull);
+    match <[_; 1]>::try_from(page) {
         Ok([list]) => all(db, list).await,
         Err(page) => batch(db, &page).await?.rows(page.len() - 1),
     }

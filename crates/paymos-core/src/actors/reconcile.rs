@@ -537,7 +537,8 @@ impl Walk {
     }
 
     /// The page's invoices in order: each not on record is brought to paid
-    /// (`BRING_TO_PAID_COST` each, one kept for the record); the page may end early, the cursor kept there.
+    /// (`BRING_TO_PAID_COST` each, one kept for the record); the page may end early, the
+    /// cursor kept there.
     fn handle(&mut self) -> Step {
         let page = self.page.clone().expect("fetched");
         while self.at < page.data.len() {

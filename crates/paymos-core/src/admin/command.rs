@@ -166,6 +166,8 @@ impl DispatchFilter {
 pub struct EffectQuery {
     pub kind: Option<EffectKind>,
     pub dispatch: Option<DispatchFilter>,
+    /// With `dispatch=dead`: only those an operator did (or did not) dismiss.
+    pub dismissed: Option<bool>,
     /// The `seq` of the last effect seen.
     pub after: Option<i64>,
     pub limit: u32,
@@ -177,6 +179,7 @@ impl Default for EffectQuery {
         EffectQuery {
             kind: None,
             dispatch: None,
+            dismissed: None,
             after: None,
             limit: DEFAULT_PAGE,
         }
@@ -408,10 +411,28 @@ fn effect_query(query: &str) -> Result<EffectQuery, CommandError> {
                     }
                 })
             }
+            "dismissed" => {
+                q.dismissed = Some(match v.as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(bad_request(
+                            "invalid_dismissed",
+                            "dismissed is true or false",
+                        ))
+                    }
+                })
+            }
             "cursor" => q.after = Some(parse_effect_cursor(&v)?),
             "limit" => q.limit = parse_limit(&v)?,
             _ => {}
         }
+    }
+    if q.dismissed.is_some() && q.dispatch != Some(DispatchFilter::Dead) {
+        return Err(bad_request(
+            "invalid_dismissed",
+            "dismissed filters dead effects: give it with dispatch=dead",
+        ));
     }
     Ok(q)
 }

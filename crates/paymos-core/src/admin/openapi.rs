@@ -255,6 +255,7 @@ mod tests {
             ("POST", "reconcile", "", "[1]"),
             ("GET", "effects", "kind=x", ""),
             ("GET", "effects", "dispatch=x", ""),
+            ("GET", "effects", "dismissed=false", ""),
             ("GET", "effects", "cursor=-1", ""),
             ("GET", "effects", "limit=x", ""),
             ("GET", "audit", "action=x", ""),
