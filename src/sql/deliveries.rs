@@ -59,9 +59,15 @@ pub async fn list_deliveries(
     f: &DeliveryFilter<'_>,
 ) -> DbResult<Vec<DeliveryRow>> {
     let (after_at, after_id) = f.after.unzip();
+    // the statement whose index the filters can use
+    let list = match (f.resource_id, f.status) {
+        (Some(_), _) => &st::LIST_DELIVERIES_OF_RESOURCE,
+        (None, Some("received")) => &st::LIST_DELIVERIES_RECEIVED,
+        _ => &st::LIST_DELIVERIES,
+    };
     all(
         db,
-        st::LIST_DELIVERIES.bind(vec![
+        list.bind(vec![
             Arg::opt(f.event_type),
             Arg::opt(f.resource_id),
             Arg::opt(f.status),

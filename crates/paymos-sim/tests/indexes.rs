@@ -49,12 +49,21 @@ fn needed() -> Vec<(&'static str, Vec<&'static Statement>)> {
             "webhook_delivery_received",
             vec![&st::LIST_DELIVERIES, &st::REPLAY_CHUNK],
         ),
-        // reconciliation: an invoice's deliveries (a few), not every invoice.paid
-        ("webhook_delivery_resource", vec![&st::PAID_ON_RECORD]),
-        // the sweeper and the metrics' unprocessed counts: the backlog, not the history
+        // reconciliation, and the list filtered by resource: an invoice's deliveries (a few),
+        // not every invoice.paid, not the table
+        (
+            "webhook_delivery_resource",
+            vec![&st::PAID_ON_RECORD, &st::LIST_DELIVERIES_OF_RESOURCE],
+        ),
+        // the sweeper, the metrics' unprocessed counts and the list's `status=received`: the
+        // backlog, not the history
         (
             "webhook_delivery_unprocessed_received",
-            vec![&st::CLAIM_UNPROCESSED, &st::METRICS_FACTS],
+            vec![
+                &st::CLAIM_UNPROCESSED,
+                &st::METRICS_FACTS,
+                &st::LIST_DELIVERIES_RECEIVED,
+            ],
         ),
         // livemode mismatches for the metrics; partial: no entry for a delivery without reason
         ("webhook_delivery_reason", vec![&st::METRICS_FACTS]),
