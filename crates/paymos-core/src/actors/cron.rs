@@ -3,7 +3,7 @@
 //! the whole invocation stays within it.
 
 use super::reconcile::MIN_BUDGET;
-use crate::alerts::{RUN_COST, SEND_COST};
+use crate::alerts::{AlertKind, RUN_COST, SEND_COST};
 
 /// What every run spends outside the shares: the probe of D1, this isolate's counters' flush,
 /// and the daily run's two prunes.
@@ -14,7 +14,8 @@ pub const FIXED: u32 = 4;
 pub struct Shares {
     /// Taken first, run last (it never holds the sweepers back): a fifth.
     pub archive: u32,
-    /// The alerts' run and as many sends as fit: a fifth, at least one send.
+    /// The alerts' run and as many sends as fit: a fifth, at least one send, at most one
+    /// send of every kind.
     pub alerts: u32,
     /// Half of the rest.
     pub reconcile: u32,
@@ -25,7 +26,8 @@ pub struct Shares {
 
 pub fn shares(budget: u32) -> Shares {
     let archive = budget / 5;
-    let alerts = (budget / 5).max(RUN_COST + SEND_COST);
+    let every_kind = RUN_COST + SEND_COST * AlertKind::ALL.len() as u32;
+    let alerts = (budget / 5).min(every_kind).max(RUN_COST + SEND_COST);
     let rest = budget.saturating_sub(FIXED + archive + alerts);
     Shares {
         archive,
@@ -61,7 +63,10 @@ mod tests {
             assert!(s.reconcile >= MIN_BUDGET, "{budget}: {s:?}");
             assert!(s.alerts >= RUN_COST + SEND_COST);
         }
-        // the paid plan: every alert kind can be sent in one run
-        assert!(shares(1000).alerts >= RUN_COST + 9 * SEND_COST);
+        // the paid plan: every alert kind can be sent in one run, and what they cannot spend
+        // goes to the others
+        let paid = shares(1000);
+        assert_eq!(paid.alerts, RUN_COST + 10 * SEND_COST);
+        assert_eq!(paid.reconcile, (1000 - FIXED - 200 - paid.alerts) / 2);
     }
 }
