@@ -40,71 +40,53 @@ statement!(
 /// its three statements, which differ in the index they read along).
 macro_rules! delivery_list_rest {
     () => {
-        " (?1 IS NULL OR event_type = ?1) AND (?2 IS NULL OR resource_id = ?2) \
-           AND (?3 IS NULL \
-                OR (?3 = 'received' AND processed_at IS NULL) \
-                OR (?3 = 'processed' AND outcome IN ('applied', 'ignored')) \
-                OR outcome = ?3) \
-           AND (?4 IS NULL OR received_at < ?4 OR (received_at = ?4 AND event_id < ?5)) \
-         ORDER BY received_at DESC, event_id DESC LIMIT ?6"
+        concat!(
+            " ",
+            delivery_filter!(),
+            " AND (?4 IS NULL OR received_at < ?4 OR (received_at = ?4 AND event_id < ?5)) \
+             ORDER BY received_at DESC, event_id DESC LIMIT ?6"
+        )
     };
 }
 
-statement!(
-    LIST_DELIVERIES,
-    [
-        "event_type",
-        "resource_id",
-        "status",
-        "after_received_at",
-        "after_event_id",
-        "limit"
-    ],
-    // newest first along webhook_delivery_received; a filter without an index of its own
-    // (an event type, an outcome) reads until the page is full
-    "SELECT ",
-    delivery_columns!(),
-    " FROM webhook_delivery WHERE",
-    delivery_list_rest!()
-);
+/// One of the deliveries list's statements: `$from` the table and the condition it starts
+/// from, then the list's own (the same parameters for all three).
+macro_rules! delivery_list {
+    ($name:ident, $from:expr) => {
+        statement!(
+            $name,
+            [
+                "event_type",
+                "resource_id",
+                "status",
+                "after_received_at",
+                "after_event_id",
+                "limit"
+            ],
+            "SELECT ",
+            delivery_columns!(),
+            " FROM webhook_delivery ",
+            $from,
+            delivery_list_rest!()
+        );
+    };
+}
 
-statement!(
-    LIST_DELIVERIES_OF_RESOURCE,
-    [
-        "event_type",
-        "resource_id",
-        "status",
-        "after_received_at",
-        "after_event_id",
-        "limit"
-    ],
-    // `resource_id` given: its deliveries along webhook_delivery_resource, not the whole
-    // table (the OR of the general list hides the index from the planner: an audit read
-    // 200,000 rows for a resource's three)
-    "SELECT ",
-    delivery_columns!(),
-    " FROM webhook_delivery WHERE resource_id = ?2 AND",
-    delivery_list_rest!()
-);
+// newest first along webhook_delivery_received; a filter without an index of its own (an
+// event type, an outcome) reads until the page is full
+delivery_list!(LIST_DELIVERIES, "WHERE");
 
-statement!(
+// `resource_id` given: its deliveries along webhook_delivery_resource, not the whole table
+// (the OR of the general list hides the index from the planner: an audit read 200,000 rows
+// for a resource's three)
+delivery_list!(LIST_DELIVERIES_OF_RESOURCE, "WHERE resource_id = ?2 AND");
+
+// `status=received`: the unprocessed, along their partial index
+// webhook_delivery_unprocessed_received (its condition written out, as SQLite needs; named,
+// or the planner walks the whole history newest first to spare the backlog's sort)
+delivery_list!(
     LIST_DELIVERIES_RECEIVED,
-    [
-        "event_type",
-        "resource_id",
-        "status",
-        "after_received_at",
-        "after_event_id",
-        "limit"
-    ],
-    // `status=received`: the unprocessed, along their partial index
-    // webhook_delivery_unprocessed_received (its condition written out, as SQLite needs; named,
-    // or the planner walks the whole history newest first to spare the backlog's sort)
-    "SELECT ",
-    delivery_columns!(),
-    " FROM webhook_delivery INDEXED BY webhook_delivery_unprocessed_received \
-     WHERE processed_at IS NULL AND",
-    delivery_list_rest!()
+    "INDEXED BY webhook_delivery_unprocessed_received WHERE processed_at IS NULL AND"
 );
 
 statement!(

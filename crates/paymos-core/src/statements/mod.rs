@@ -251,17 +251,27 @@ macro_rules! effect_dismissable {
     };
 }
 
-/// The bulk replay's filter: ?1 type, ?2 resource, ?3 status, ?4 received at or after,
-/// ?5 received before (ISO-8601, normalised by SQLite to the stored form).
-macro_rules! replay_filter {
+/// The deliveries' filters, as the list and the bulk replay read them: ?1 type, ?2 resource,
+/// ?3 status (`received`, `processed`, or an outcome).
+macro_rules! delivery_filter {
     () => {
         "(?1 IS NULL OR event_type = ?1) AND (?2 IS NULL OR resource_id = ?2) \
          AND (?3 IS NULL \
               OR (?3 = 'received' AND processed_at IS NULL) \
               OR (?3 = 'processed' AND outcome IN ('applied', 'ignored')) \
-              OR outcome = ?3) \
-         AND (?4 IS NULL OR received_at >= strftime('%Y-%m-%dT%H:%M:%fZ', ?4)) \
-         AND (?5 IS NULL OR received_at < strftime('%Y-%m-%dT%H:%M:%fZ', ?5))"
+              OR outcome = ?3)"
+    };
+}
+
+/// The bulk replay's filter: the deliveries' filters, then ?4 received at or after, ?5
+/// received before (ISO-8601, normalised by SQLite to the stored form).
+macro_rules! replay_filter {
+    () => {
+        concat!(
+            delivery_filter!(),
+            " AND (?4 IS NULL OR received_at >= strftime('%Y-%m-%dT%H:%M:%fZ', ?4)) \
+             AND (?5 IS NULL OR received_at < strftime('%Y-%m-%dT%H:%M:%fZ', ?5))"
+        )
     };
 }
 
