@@ -25,6 +25,9 @@ pub enum AppError {
     Forbidden(&'static str),
     /// 409: the request is valid but the thing is in a state that refuses it.
     Conflict(&'static str, String),
+    /// 409 `{"error":"cancelled"}`, the body interface §5 gives: an effect its refund cancelled
+    /// (or a fulfilment whose invoice has a revocation) is never sent or delivered.
+    Cancelled,
     BadRequest(&'static str, String),
     /// 502: the provider's API failed us (reconciliation).
     Upstream(String),
@@ -48,7 +51,7 @@ impl AppError {
             AppError::MethodNotAllowed(_) => 405,
             AppError::NotFound => 404,
             AppError::Forbidden(_) => 403,
-            AppError::Conflict(..) => 409,
+            AppError::Conflict(..) | AppError::Cancelled => 409,
             AppError::Upstream(_) | AppError::Archive(_) => 502,
             AppError::Database(_) | AppError::NotConfigured(..) => 503,
             AppError::Internal(_) => 500,
@@ -68,6 +71,7 @@ impl AppError {
             AppError::BadRequest(code, _)
             | AppError::NotConfigured(code, _)
             | AppError::Conflict(code, _) => code,
+            AppError::Cancelled => "cancelled",
             AppError::Upstream(_) => "provider_api_error",
             AppError::Archive(_) => "archive_failed",
             AppError::Database(_) => "database_unavailable",
@@ -80,9 +84,9 @@ impl AppError {
     pub fn detail(&self) -> Option<String> {
         match self {
             AppError::Database(e) => Some(e.to_string()),
-            AppError::Internal(d) | AppError::Access(AccessError::KeysUnavailable(d)) => {
-                Some(d.clone())
-            }
+            AppError::Internal(d) => Some(d.clone()),
+            // why an Access token was refused: never echoes the token or ACCESS_AUD
+            AppError::Access(e) => Some(e.to_string()),
             _ => None,
         }
     }
@@ -98,11 +102,8 @@ impl AppError {
             | AppError::NotConfigured(_, m)
             | AppError::Conflict(_, m) => Some(m.clone()),
             AppError::PayloadTooLarge => Some("the body exceeds the size limit".into()),
-            // why the fetch failed is in the Worker's log (access.rs), not in the reply
-            AppError::Access(AccessError::KeysUnavailable(_)) => Some(
-                "the team's signing keys (ACCESS_TEAM_DOMAIN/cdn-cgi/access/certs) could not be read; try again shortly".into(),
-            ),
-            AppError::Access(e) => Some(e.to_string()),
+            // interface §11 gives an Access refusal as `{"error":"<code>"}`: why is in the
+            // Worker's log (access.rs)
             _ => None,
         }
     }

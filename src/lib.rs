@@ -208,9 +208,11 @@ async fn handle(
 }
 
 /// Admin answers, errors included, carry operator data: never cached. A database failure (a
-/// 503 that names its statement) or an internal one is logged here, its detail never sent.
+/// 503 that names its statement), an internal one or a refused Access token is logged here,
+/// its detail never sent.
 fn admin_reply(result: error::AppResult<Response>) -> Result<Response> {
-    if let Err(e @ (AppError::Database(_) | AppError::Internal(_))) = &result {
+    if let Err(e @ (AppError::Database(_) | AppError::Internal(_) | AppError::Access(_))) = &result
+    {
         log::line("admin", "-", e.code(), e.detail().as_deref());
     }
     let mut resp = result.or_else(AppError::into_response)?;

@@ -271,7 +271,7 @@ test("a refund after a delivered fulfilment: one revocation, after it; the fulfi
     // a redelivery would ship goods for money returned (interface §5)
     const again = await admin(w.url, "POST", `/effects/${fulfilment.effect_id}/redeliver`);
     assert.equal(again.status, 409);
-    assert.equal(again.json.error, "cancelled");
+    assert.deepEqual(again.json, { error: "cancelled" }, "the body interface §5 gives");
     const revocation = (await effectRows(w, inv)).find((e) => e.kind === "revocation");
     assert.equal((await admin(w.url, "POST", `/effects/${revocation.effect_id}/redeliver`)).status, 202, "the revocation itself may be sent again");
   } finally {
@@ -309,7 +309,7 @@ test("paid while the order system refuses, then refunded, then it recovers: the 
     assert.equal((await effectRows(w, inv)).find((e) => e.kind === "fulfilment").dispatch, "cancelled");
     const redeliver = await admin(w.url, "POST", `/effects/${fulfilment.effect_id}/redeliver`);
     assert.equal(redeliver.status, 409);
-    assert.equal(redeliver.json.error, "cancelled");
+    assert.deepEqual(redeliver.json, { error: "cancelled" });
     const feed = await admin(w.url, "GET", "/effects?dispatch=cancelled&limit=1000");
     assert.ok(feed.json.data.some((e) => e.id === fulfilment.effect_id), "the feed lists it as cancelled");
   } finally {

@@ -33,18 +33,12 @@ pub async fn list(env: &Env, q: &EffectQuery) -> AppResult<Response> {
 /// redelivery's batch, refused or not).
 pub async fn redeliver(env: &Env, id: &str, record: &Record) -> AppResult<Response> {
     let db = sql::database(env)?;
-    let awaiting =
-        match sql::redeliver_effect(&db, id, record).await? {
-            sql::Redelivery::Pending { awaiting_order_ref } => awaiting_order_ref,
-            sql::Redelivery::Missing => return Err(AppError::NotFound),
-            // its refund was recorded: sending it again would ship goods for money returned
-            sql::Redelivery::Refused => return Err(AppError::Conflict(
-                "cancelled",
-                "the effect is cancelled, or a fulfilment whose invoice has a revocation: it is \
-                 never sent again"
-                    .into(),
-            )),
-        };
+    let awaiting = match sql::redeliver_effect(&db, id, record).await? {
+        sql::Redelivery::Pending { awaiting_order_ref } => awaiting_order_ref,
+        sql::Redelivery::Missing => return Err(AppError::NotFound),
+        // its refund was recorded: sending it again would ship goods for money returned
+        sql::Redelivery::Refused => return Err(AppError::Cancelled),
+    };
     let enqueued = if awaiting {
         // nothing to send until its order_ref is known; it goes out when that is learned
         false
@@ -75,12 +69,7 @@ pub async fn ack(env: &Env, id: &str, record: &Record) -> AppResult<Response> {
         sql::EffectAck::Delivered => false,
         sql::EffectAck::Already => true,
         sql::EffectAck::Missing => return Err(AppError::NotFound),
-        sql::EffectAck::Cancelled => {
-            return Err(AppError::Conflict(
-                "cancelled",
-                "the effect was cancelled by its refund: it is never delivered".into(),
-            ))
-        }
+        sql::EffectAck::Cancelled => return Err(AppError::Cancelled),
         sql::EffectAck::AwaitingOrderRef => {
             return Err(AppError::Conflict(
                 "awaiting_order_ref",
