@@ -635,3 +635,39 @@ test("the database's size and the archive's state in /admin/api/metrics, JSON an
     await m.close();
   }
 });
+
+test("a delivery aged in the seed's table alone (received_at edited in place) is read, archived by the daily cron and replayed", async () => {
+  const x = await startWorker();
+  try {
+    const sent = [];
+    for (let i = 0; i < 2; i++) {
+      const env = envelope("invoice.paid", randomId("inv_"));
+      const rawBody = JSON.stringify(env);
+      await deliver(x.url, env, { rawBody });
+      assert.equal((await x.processed(env.event_id)).outcome, "applied");
+      sent.push({ id: env.event_id, rawBody });
+    }
+    // as a script or a test would age them: webhook_delivery only, in two of SQLite's formats
+    const age = ["strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-40 days')", "datetime('now', '-40 days')"];
+    for (const [i, d] of sent.entries()) {
+      await x.db.prepare(`UPDATE webhook_delivery SET received_at = ${age[i]} WHERE event_id = ?`).bind(d.id).run();
+      const got = await admin(x.url, "GET", `/deliveries/${d.id}`);
+      assert.equal(got.json.body?.event_id, d.id, "still answered with its body");
+    }
+    assert.equal((await admin(x.url, "GET", "/metrics")).json.archive.bodies_past_retention, 2, "both counted past retention");
+    await x.scheduled("17 3 * * *");
+    const bucket = await x.mf.getR2Bucket("ARCHIVE");
+    for (const d of sent) {
+      const got = await admin(x.url, "GET", `/deliveries/${d.id}`);
+      assert.equal(got.json.archived, true, `${d.id} archived by the daily cron: ${JSON.stringify(got.json)}`);
+      const object = await bucket.get(got.json.archive_key);
+      const lines = gunzipSync(Buffer.from(await object.arrayBuffer())).toString("utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+      assert.equal(lines.find((l) => l.event_id === d.id)?.body, d.rawBody, "its body in the object, verbatim");
+    }
+    assert.equal((await admin(x.url, "POST", `/deliveries/${sent[0].id}/replay`)).status, 202);
+    const replayed = await x.processed(sent[0].id);
+    assert.equal(replayed.outcome, "stale", `read back and decided again, not dead: ${replayed.last_error}`);
+  } finally {
+    await x.close();
+  }
+});
