@@ -9,11 +9,13 @@
 //!   JWKS stub); any other `http` is refused, said the same way.
 //! - The admin surface is on when `ADMIN_TOKEN` or Access is configured, off (404) when
 //!   neither is.
-//! - A request that sends `Authorization` is decided by the bearer token alone (a wrong one is
-//!   401 `unauthorized` even beside a valid Access token: what a script sends is never guessed
-//!   around). Otherwise the `Cf-Access-Jwt-Assertion` header, else the `CF_Authorization`
-//!   cookie, must hold a valid Access token; without either the answer is 401
-//!   `access_token_missing` (or `unauthorized` when only the bearer token is configured).
+//! - Either credential admits (§11 admits a request by a valid Access token, and the bearer
+//!   token keeps working beside it): a valid bearer token first; otherwise the
+//!   `Cf-Access-Jwt-Assertion` header, else the `CF_Authorization` cookie, must hold a valid
+//!   Access token, whatever else `Authorization` holds (a Basic header of a proxy in front, a
+//!   stale token). Refused, the answer is the Access token's code; with no Access token, 401
+//!   `unauthorized` when `Authorization` was sent or only the bearer token is configured, else
+//!   `access_token_missing`.
 //! - A write (any method but GET and HEAD) from a request that carries the cookie needs a
 //!   same-origin request (`Sec-Fetch-Site: same-origin`, or an `Origin` equal to the
 //!   request's own: either one, interface §11), else 403 `cross_site_request`. This holds when
@@ -176,18 +178,17 @@ pub async fn admit(req: &Request, env: &Env) -> AppResult<Actor> {
         return Err(AppError::NotFound);
     }
     let headers = req.headers();
-    if let Some(authorization) = headers
+    let authorization = headers
         .get("Authorization")?
-        .filter(|a| !a.trim().is_empty())
-    {
-        if !token.as_deref().is_some_and(|t| bearer(&authorization, t)) {
-            return Err(AppError::Unauthorized);
+        .filter(|a| !a.trim().is_empty());
+    if let Some(authorization) = &authorization {
+        if token.as_deref().is_some_and(|t| bearer(authorization, t)) {
+            // the token travels in a header a cross-site page cannot set; refuse cross-site writes anyway
+            if is_write(req) && headers.get("Sec-Fetch-Site")?.as_deref() == Some("cross-site") {
+                return Err(AppError::Forbidden("cross_site_request"));
+            }
+            return Ok(Actor::token());
         }
-        // the token travels in a header a cross-site page cannot set; refuse cross-site writes anyway
-        if is_write(req) && headers.get("Sec-Fetch-Site")?.as_deref() == Some("cross-site") {
-            return Err(AppError::Forbidden("cross_site_request"));
-        }
-        return Ok(Actor::token());
     }
     let Some(access) = access else {
         return Err(AppError::Unauthorized);
@@ -196,6 +197,8 @@ pub async fn admit(req: &Request, env: &Env) -> AppResult<Actor> {
     let (jwt, via) = match (asserted.as_deref(), cookie.as_deref()) {
         (Some(h), _) => (h, Via::AccessHeader),
         (None, Some(c)) => (c, Via::AccessCookie),
+        // a wrong bearer token and no Access token: the bearer token's refusal
+        (None, None) if authorization.is_some() => return Err(AppError::Unauthorized),
         (None, None) => return Err(AccessError::Missing.into()),
     };
     let actor = verify(jwt, access).await?;

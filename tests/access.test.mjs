@@ -230,15 +230,25 @@ test("writes carrying the cookie need a same-origin request, by either header, t
   assert.match(answer, /cross_site_request/);
 });
 
-test("the bearer token keeps working beside Access, and decides when it is sent", async () => {
+test("the bearer token keeps working beside Access; either admits, whatever else Authorization holds", async () => {
   const who = await call("/whoami", { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
   assert.deepEqual(who.json, { actor: "token", via: "token", service_token: false });
   const write = await call("/deliveries/replay", { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body: { status: "dead", dry_run: true } });
   assert.equal(write.status, 200, write.text);
-  // a wrong bearer token is refused even beside a valid Access token: never guessed around
-  const wrong = await call("/whoami", { jwt: await valid(), headers: { authorization: "Bearer not-the-token" } });
-  assert.equal(wrong.status, 401);
-  assert.equal(wrong.json.error, "unauthorized");
+  // §11 admits a request by a valid Access token: an Authorization that is not the bearer
+  // token (a proxy's Basic header, a stale token) does not refuse it
+  for (const authorization of ["Bearer not-the-token", "Basic dXNlcjpwYXNz", "Negotiate abc"]) {
+    for (const via of ["header", "cookie"]) {
+      const beside = await call("/whoami", { jwt: await valid(), via, headers: { authorization } });
+      assert.equal(beside.status, 200, `${authorization} (${via}): ${beside.text}`);
+      assert.equal(beside.json.actor, EMAIL);
+    }
+  }
+  // refused, the Access token's own code; without one, the bearer token's
+  const expired = await call("/whoami", { jwt: await valid({ exp: Math.floor(Date.now() / 1000) - 3600 }), headers: { authorization: "Bearer not-the-token" } });
+  assert.deepEqual([expired.status, expired.json], [401, { error: "access_token_expired" }]);
+  const wrong = await call("/whoami", { headers: { authorization: "Bearer not-the-token" } });
+  assert.deepEqual([wrong.status, wrong.json], [401, { error: "unauthorized" }]);
   // the bearer's own cross-site rule holds as before
   const cross = await call("/reconcile", { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "sec-fetch-site": "cross-site" } });
   assert.equal(cross.status, 403);
