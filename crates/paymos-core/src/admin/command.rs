@@ -515,10 +515,23 @@ fn dismiss_reason(body: &[u8]) -> Result<String, CommandError> {
     valid_reason(&reason).map(str::to_string)
 }
 
+/// A blank, as the API reads a reason or a filter: Unicode's White_Space (Rust's
+/// `char::is_whitespace`) and U+FEFF. Exactly the characters the OpenAPI document's
+/// "not only blanks" pattern lists, written out (no `\s`: ECMAScript's lacks U+0085 and has
+/// U+FEFF, Python's has U+001C..U+001F), so that a client of any regex dialect and the API
+/// agree on which texts are blank.
+pub fn is_blank(c: char) -> bool {
+    c.is_whitespace() || c == '\u{feff}'
+}
+
+fn trim_blanks(s: &str) -> &str {
+    s.trim_matches(is_blank)
+}
+
 /// A reason of 1 to [`MAX_REASON_CHARS`] characters, counted as sent (not bytes: a
 /// 200-character Chinese reason is 600 bytes and valid); blanks alone say nothing. Trimmed.
 fn valid_reason(reason: &str) -> Result<&str, CommandError> {
-    let trimmed = reason.trim();
+    let trimmed = trim_blanks(reason);
     if trimmed.is_empty() || reason.chars().count() > MAX_REASON_CHARS {
         return Err(bad_request(
             "invalid_reason",
@@ -544,7 +557,7 @@ struct BulkReplayRequest {
 
 /// A text field of a body: trimmed, empty as absent.
 fn clean(v: &Option<String>) -> Option<&str> {
-    v.as_deref().map(str::trim).filter(|v| !v.is_empty())
+    v.as_deref().map(trim_blanks).filter(|v| !v.is_empty())
 }
 
 fn replay_time(v: Option<&str>, name: &'static str) -> Result<Option<String>, CommandError> {

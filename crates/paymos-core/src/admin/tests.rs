@@ -989,3 +989,75 @@ fn empty_numbers_are_the_documents_integers() {
     numbers.sort();
     assert_eq!(integers, numbers);
 }
+
+/// Every "not only blanks" pattern of the OpenAPI document is one class that lists exactly the
+/// characters the API takes as blank (`command::is_blank`), checked over all of Unicode: a
+/// text the document calls valid is one the API takes, and the reverse.
+#[test]
+fn the_documents_blanks_are_the_apis() {
+    fn patterns(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    match (k.as_str(), v.as_str()) {
+                        ("pattern", Some(p)) => out.push(p.to_string()),
+                        _ => patterns(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| patterns(v, out)),
+            _ => {}
+        }
+    }
+    /// The characters a `[^…]` class of single characters, `\t \n \f \r`, `\uXXXX` and `a-b`
+    /// ranges leaves out.
+    fn excluded(class: &str) -> Vec<(u32, u32)> {
+        let inner = class
+            .strip_prefix("[^")
+            .and_then(|c| c.strip_suffix(']'))
+            .expect(class);
+        let mut chars = Vec::new();
+        let mut it = inner.chars().peekable();
+        while let Some(c) = it.next() {
+            let code = match (c, c == '\\') {
+                (_, true) => match it.next().unwrap() {
+                    't' => 9,
+                    'n' => 10,
+                    'f' => 12,
+                    'r' => 13,
+                    'u' => {
+                        u32::from_str_radix(&it.by_ref().take(4).collect::<String>(), 16).unwrap()
+                    }
+                    other => panic!("an escape the test does not read: \\{other}"),
+                },
+                (c, false) => c as u32,
+            };
+            chars.push(code);
+        }
+        // "a-b" read as three characters: fold each '-' between two into a range
+        let mut ranges = Vec::new();
+        let mut i = 0;
+        while i < chars.len() {
+            if i + 2 < chars.len() && chars[i + 1] == '-' as u32 {
+                ranges.push((chars[i], chars[i + 2]));
+                i += 3;
+            } else {
+                ranges.push((chars[i], chars[i]));
+                i += 1;
+            }
+        }
+        ranges
+    }
+    let doc: serde_json::Value = serde_json::from_str(super::openapi::DOCUMENT).unwrap();
+    let mut found = Vec::new();
+    patterns(&doc, &mut found);
+    let blanks: Vec<&String> = found.iter().filter(|p| p.contains("u0085")).collect();
+    assert!(blanks.len() >= 8, "{found:?}");
+    for p in blanks {
+        let ranges = excluded(p);
+        for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+            let listed = ranges.iter().any(|&(a, b)| (a..=b).contains(&(c as u32)));
+            assert_eq!(listed, command::is_blank(c), "U+{:04X} in {p}", c as u32);
+        }
+    }
+}
