@@ -338,6 +338,42 @@ test("created, refunded, then paid: the refund overtook its payment, nothing is 
   }
 });
 
+test("a refund received first but processed late (its send failed): the payment received after it waits for it, nothing is fulfilled or sent", async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), "paymos-late-refund-"));
+  try {
+    const inv = randomId("inv_");
+    const refund = envelope("invoice.refunded", inv, { data: { order_ref: "order_late_refund" } });
+    // received and committed (200), its queue message lost: the sweeper is to send it later
+    const lost = await startWorker({ persistDir: dir, withoutQueueProducer: true, vars: VARS() });
+    try {
+      assert.equal((await deliver(lost.url, refund)).status, 200);
+    } finally {
+      await lost.close();
+    }
+    const w = await startWorker({ persistDir: dir, vars: { ...VARS(), QUEUE_RETRY_BASE_SECONDS: "1", SWEEP_AFTER_SECONDS: "0" } });
+    try {
+      const paid = envelope("invoice.paid", inv, { data: { order_ref: "order_late_refund" } });
+      assert.equal((await deliver(w.url, paid)).status, 200);
+      const waits = () => w.logs.filter((l) => l.stage === "consume" && l.event_id === paid.event_id && l.outcome === "waiting_for_refund");
+      await eventually("the payment to wait for the refund on record", () => waits().length >= 2);
+      assert.equal((await admin(w.url, "GET", `/deliveries/${paid.event_id}`)).json.outcome, null, "unprocessed while it waits");
+      assert.equal(os.state.received.filter((e) => e.body?.resource_id === inv).length, 0, "nothing sent meanwhile");
+      await w.scheduled("*/5 * * * *"); // the sweeper sends the refund
+      assert.equal((await w.processed(refund.event_id)).outcome, "applied");
+      assert.equal((await w.processed(paid.event_id)).outcome, "stale", "the refund came first: the payment ships nothing");
+      const r = (await admin(w.url, "GET", `/resources/${inv}`)).json;
+      assert.equal(r.status, "refunded");
+      assert.deepEqual(r.effects, [], "no fulfilment for money that went back");
+      await new Promise((res) => setTimeout(res, 1500));
+      assert.equal(os.state.received.filter((e) => e.body?.resource_id === inv).length, 0, "the order system is sent nothing");
+    } finally {
+      await w.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test("marked paid by hand without order_ref, then refunded: the waiting fulfilment is cancelled, nothing is sent", async () => {
   const w = await startWorker({ vars: VARS() });
   try {

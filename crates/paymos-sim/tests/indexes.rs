@@ -65,6 +65,12 @@ fn needed() -> Vec<(&'static str, Vec<&'static Statement>)> {
                 &st::LIST_DELIVERIES_RECEIVED,
             ],
         ),
+        // an unprocessed payment's question: has its invoice an unprocessed refund on record
+        // (migration 0025); partial: only such refunds have an entry
+        (
+            "webhook_delivery_refund_waiting",
+            vec![&st::LOAD_DELIVERIES],
+        ),
         // livemode mismatches for the metrics; partial: no entry for a delivery without reason
         ("webhook_delivery_reason", vec![&st::METRICS_FACTS]),
         // UNIQUE (resource_id, kind): once per kind, and a resource's effects

@@ -5,7 +5,10 @@
 //! 1. **load** the batch's deliveries in one query (`LOAD_DELIVERIES`);
 //! 2. decide each message from its row: already processed or gone (nothing to do), ignored
 //!    (a `livemode` that does not match `PAYMOS_MODE`, an unknown event type: interface §8,
-//!    §1), or a guarded transition, prepared with its token and license code;
+//!    §1), or a guarded transition, prepared with its token and license code. A payment whose
+//!    invoice has an `invoice.refunded` on record, not yet processed, waits for it (retried,
+//!    nothing written), unless the batch decides that refund before it: a refund can only
+//!    follow a payment, so goods never ship for money already returned (§3);
 //! 3. **apply** every message's statements in **one D1 batch** (one transaction), in message
 //!    order: the guard makes each transition independent of the others', so two messages for
 //!    one resource are decided one after the other, as if sequential;
@@ -28,7 +31,7 @@ use crate::actors::transition::{order_ref_disagreement, prepare, Change, PlanFn,
 use crate::actors::Answer;
 use crate::envelope::parse_envelope;
 use crate::ladder::consumer_retry_delay;
-use crate::machine::{target_state, CauseKind, Outcome};
+use crate::machine::{target_state, CauseKind, Outcome, State};
 use crate::rows::ConsumeRow;
 use crate::statements::{self as st, Arg, Bound};
 
@@ -95,6 +98,10 @@ pub enum Item {
     /// Recorded `ignored`, with the reason.
     Ignore(&'static str),
     Transition(Box<Prepared>),
+    /// A payment whose invoice has an `invoice.refunded` on record, unprocessed and not
+    /// decided before it in this batch: nothing written, retried after the consumer's delay.
+    /// The refund makes it stale; the wait records no failure, so it never goes dead.
+    WaitForRefund(String),
 }
 
 /// What the driver does next.
@@ -239,10 +246,13 @@ impl Batch {
             .mode
             .as_ref()
             .expect("a mode, or the batch failed");
-        let mut items = Vec::with_capacity(self.messages.len());
+        let mut items: Vec<Item> = Vec::with_capacity(self.messages.len());
         for m in &self.messages {
             let row = rows.iter().find(|r| r.event_id == m.event_id);
             match self.decide(row, mode, draw) {
+                Ok(Item::Transition(p)) if row.is_some_and(|r| r.refund_waiting) => {
+                    items.push(wait_unless_refunded_before(p, &items))
+                }
                 Ok(item) => items.push(item),
                 Err(why) => {
                     self.phase = Phase::Failing(why);
@@ -301,7 +311,7 @@ impl Batch {
         for (i, item) in self.items.iter().enumerate() {
             let start = self.statements.len();
             match item {
-                Item::Done(_) => {}
+                Item::Done(_) | Item::WaitForRefund(_) => {}
                 // its tally first, in the same transaction (`tally`, migration 0009)
                 Item::Ignore(reason) => self.statements.extend(
                     st::mark_ignored_batch(&self.messages[i].event_id, reason)
@@ -343,6 +353,20 @@ impl Batch {
             };
             match item {
                 Item::Done(outcome) => out.replies.push(reply(outcome, None)),
+                Item::WaitForRefund(resource) => {
+                    let delay =
+                        consumer_retry_delay(self.settings.retry_base, i64::from(m.attempts));
+                    out.replies.push(Reply {
+                        answer: Answer::Retry(delay),
+                        ..reply(
+                            "waiting_for_refund",
+                            Some(format!(
+                                "an invoice.refunded for {resource} is on record, not yet \
+                                 processed: this payment waits for it; retry in {delay}s"
+                            )),
+                        )
+                    })
+                }
                 Item::Ignore(reason) => out
                     .replies
                     .push(reply("ignored", Some((*reason).to_string()))),
@@ -386,6 +410,20 @@ impl Batch {
             }],
             ..Answered::default()
         }
+    }
+}
+
+/// A payment that found an unprocessed refund of its invoice on record: it waits, unless a
+/// refund of that invoice was decided before it in this batch (the loaded rows predate the
+/// batch's transaction, where the guard sees the refund first and makes the payment stale).
+fn wait_unless_refunded_before(p: Box<Prepared>, before: &[Item]) -> Item {
+    let refunded_before = before.iter().any(|i| {
+        matches!(i, Item::Transition(q)
+            if q.change.resource_id == p.change.resource_id && q.change.to == State::Refunded)
+    });
+    match refunded_before {
+        true => Item::Transition(p),
+        false => Item::WaitForRefund(p.change.resource_id),
     }
 }
 

@@ -29,10 +29,21 @@ statement!(
     // the list, not `event_id IN (SELECT value FROM json_each(?1))`: the IN builds a
     // temporary index of the list first, and D1 counts each of its rows as a row read (4
     // per delivery with the body, 3 this way: the list's row, the delivery, its body).
-    // Only what the consumer decides from (`rows::ConsumeRow`).
+    // Only what the consumer decides from (`rows::ConsumeRow`). `refund_waiting`: an
+    // unprocessed payment whose invoice has an unprocessed `invoice.refunded` on record (a
+    // refund received first whose enqueue failed, or whose message waits on a retry): the
+    // payment waits for it, so that goods never ship for money already returned (interface
+    // §3). Along `webhook_delivery_refund_waiting` (migration 0025), which holds only
+    // unprocessed refunds: for any other delivery, nothing read.
     "SELECT event_id, processed_at, ",
     body_column!(),
-    " FROM json_each(?1) AS wanted CROSS JOIN webhook_delivery \
+    ", processed_at IS NULL \
+         AND event_type IN ('invoice.paid', 'invoice.overpaid') \
+         AND EXISTS (SELECT 1 FROM webhook_delivery AS refund \
+           WHERE refund.resource_id = webhook_delivery.resource_id \
+             AND refund.event_type = 'invoice.refunded' AND refund.processed_at IS NULL) \
+         AS refund_waiting \
+       FROM json_each(?1) AS wanted CROSS JOIN webhook_delivery \
        ON webhook_delivery.event_id = wanted.value"
 );
 

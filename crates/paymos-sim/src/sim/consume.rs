@@ -226,6 +226,7 @@ impl Sim<'_> {
                     Item::Done(w) => (*w).to_string(),
                     Item::Ignore(r) => format!("ignore ({r})"),
                     Item::Transition(p) => format!("→ {}", p.change.to),
+                    Item::WaitForRefund(r) => format!("waits for {r}'s refund"),
                 };
                 format!("{} {what}", self.eid(msgs[*i].d))
             })

@@ -29,6 +29,15 @@ fn row(id: &str, event_type: &str, livemode: bool, processed: bool) -> ConsumeRo
         event_id: id.into(),
         processed_at: processed.then(|| "2026-12-01T00:00:01.000Z".into()),
         body: Some(body),
+        refund_waiting: false,
+    }
+}
+
+/// A payment's row whose invoice has an unprocessed refund on record.
+fn waiting(id: &str, event_type: &str) -> ConsumeRow {
+    ConsumeRow {
+        refund_waiting: true,
+        ..row(id, event_type, false, false)
     }
 }
 
@@ -239,4 +248,79 @@ fn the_driver_splits_a_failed_batch_and_records_a_single_message_failure() {
     };
     assert_eq!(io.asked, ["load", "RECORD_FAILURE"]);
     assert!(matches!(answered.replies[0].answer, Answer::Retry(_)));
+}
+
+#[test]
+fn a_payment_waits_for_a_refund_on_record_unless_the_batch_decides_the_refund_first() {
+    // alone: nothing written, retried on the consumer's ladder, no failure recorded
+    let mut b = Batch::new(vec![msg("evt_paid", 2)], settings(Ok(Mode::Test)));
+    let _ = b.step();
+    b.loaded(vec![waiting("evt_paid", "invoice.paid")], &mut draw());
+    let Step::Answer(a) = b.step() else { panic!() };
+    assert_eq!(a.replies.len(), 1);
+    assert_eq!(a.replies[0].outcome, "waiting_for_refund");
+    assert_eq!(a.replies[0].answer, Answer::Retry(20));
+    assert!(a.replies[0].detail.as_deref().unwrap().contains("inv_1"));
+    assert!(a.released.is_empty());
+    assert_eq!(b.step(), Step::Done);
+
+    // the payment first, its refund after it in the batch: the payment waits, the refund applies
+    let mut b = Batch::new(
+        vec![msg("evt_paid", 1), msg("evt_refund", 1)],
+        settings(Ok(Mode::Test)),
+    );
+    let _ = b.step();
+    b.loaded(
+        vec![
+            waiting("evt_paid", "invoice.overpaid"),
+            row("evt_refund", "invoice.refunded", false, false),
+        ],
+        &mut draw(),
+    );
+    let Step::Apply(statements) = b.step() else {
+        panic!()
+    };
+    assert_eq!(
+        statements
+            .iter()
+            .filter(|s| s.statement.name == "READ_BACK")
+            .count(),
+        1,
+        "the refund's transition only"
+    );
+    b.applied(results(&statements, "applied", "order_a"));
+    let Step::Answer(a) = b.step() else { panic!() };
+    let outcomes: Vec<(&str, Answer)> = a.replies.iter().map(|r| (r.outcome, r.answer)).collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("waiting_for_refund", Answer::Retry(10)),
+            ("applied", Answer::Ack)
+        ]
+    );
+
+    // the refund decided first in the same transaction: the guard sees it, no wait
+    let mut b = Batch::new(
+        vec![msg("evt_refund", 1), msg("evt_paid", 1)],
+        settings(Ok(Mode::Test)),
+    );
+    let _ = b.step();
+    b.loaded(
+        vec![
+            row("evt_refund", "invoice.refunded", false, false),
+            waiting("evt_paid", "invoice.paid"),
+        ],
+        &mut draw(),
+    );
+    let Step::Apply(statements) = b.step() else {
+        panic!()
+    };
+    assert_eq!(
+        statements
+            .iter()
+            .filter(|s| s.statement.name == "READ_BACK")
+            .count(),
+        2,
+        "both transitions, in order"
+    );
 }
