@@ -8,7 +8,8 @@ import { createServer } from "node:http";
 import { createServer as createNetServer } from "node:net";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { startWorker, eventually, SECRET_NEW, SECRET_OLD } from "./helpers/worker.mjs";
+import path from "node:path";
+import { startWorker, eventually, ROOT, SECRET_NEW, SECRET_OLD } from "./helpers/worker.mjs";
 import { deliver, envelope, randomId, admin } from "./helpers/paymos.mjs";
 
 /**
@@ -62,6 +63,25 @@ function parsePrometheus(text) {
   return families;
 }
 
+/**
+ * The same text as the Prometheus project's own Python client parses it (PyPI
+ * `prometheus-client`, in .venv; an implementation no one here wrote): every sample as
+ * `[metric, labels, value]`, sorted, and each family's type.
+ */
+function referenceParse(text) {
+  const script = `
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+samples, types = [], {}
+for f in text_string_to_metric_families(sys.stdin.read()):
+    types[f.name] = f.type
+    samples += [[s.name, s.labels, s.value] for s in f.samples]
+print(json.dumps({"samples": sorted(samples, key=json.dumps), "types": types}))
+`;
+  const python = path.join(ROOT, ".venv/bin/python");
+  return JSON.parse(execFileSync(python, ["-c", script], { input: text }).toString());
+}
+
 const value = (families, metric, labels = {}) => {
   const f = families[metric];
   assert.ok(f, `${metric} is exported`);
@@ -112,7 +132,15 @@ test("metrics: the Prometheus text parses and every contract name matches the D1
     const res = await fetch(`${w.url}/admin/api/metrics?format=prometheus`, { headers: { authorization: `Bearer ${(await import("./helpers/worker.mjs")).ADMIN_TOKEN}` } });
     assert.equal(res.status, 200);
     assert.match(res.headers.get("content-type"), /^text\/plain; version=0\.0\.4/);
-    const families = parsePrometheus(await res.text());
+    const text = await res.text();
+    const families = parsePrometheus(text);
+    // the Prometheus client's own parser reads the same samples, labels, values and types
+    const reference = referenceParse(text);
+    const ours = Object.entries(families).flatMap(([metric, f]) => f.samples.map((x) => [metric, x.labels, x.value]));
+    assert.deepEqual(reference.samples, ours.sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1)));
+    for (const [metric, f] of Object.entries(families)) {
+      assert.equal(reference.types[metric.replace(/_total$/, "")], f.type, metric);
+    }
     const facts = await w.db.prepare(
       `SELECT (SELECT count(*) FROM webhook_delivery WHERE processed_at IS NULL) AS unprocessed,
               (SELECT count(*) FROM webhook_delivery WHERE outcome = 'dead') AS dead,
