@@ -103,7 +103,7 @@ impl AppError {
             | AppError::Conflict(_, m) => Some(m.clone()),
             AppError::PayloadTooLarge => Some("the body exceeds the size limit".into()),
             // interface §11 gives an Access refusal as `{"error":"<code>"}`: why is in the
-            // Worker's log (access.rs)
+            // Worker's log (`admin_reply` in lib.rs)
             _ => None,
         }
     }
