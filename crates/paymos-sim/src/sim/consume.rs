@@ -8,6 +8,7 @@
 
 use paymos_core::actors::consume::{self, Answered, Batch, Driven, Item, Mode};
 use paymos_core::actors::Answer;
+use paymos_core::machine::State;
 use paymos_core::rows::ConsumeRow;
 use paymos_core::statements::Bound;
 
@@ -192,8 +193,45 @@ impl Sim<'_> {
                 self.violation(format!("queue message names {id}, which is not on record"));
             }
         }
+        self.check_refund_waiting(msgs, &rows);
         self.trace(format!("consumer [{}] loaded", self.names(msgs)));
         Ok(rows)
+    }
+
+    /// (r) The load says of an unprocessed payment whether its invoice has a refund on record,
+    /// unprocessed, exactly as the world's deliveries and the rows on record say: the payment
+    /// waits for such a refund (interface §3), so a wrong answer ships goods for money
+    /// returned, or holds a real payment back.
+    fn check_refund_waiting(&mut self, msgs: &[Msg], rows: &[ConsumeRow]) {
+        let unprocessed_refunds: Vec<String> = {
+            let r = self.db.inspect(
+                "SELECT resource_id FROM webhook_delivery \
+                 WHERE event_type = 'invoice.refunded' AND processed_at IS NULL",
+            );
+            (0..r.rows.len())
+                .filter_map(|i| r.text(i, "resource_id"))
+                .collect()
+        };
+        for m in msgs {
+            let delivery = &self.world.deliveries[m.d];
+            let resource = &self.world.resources[delivery.resource];
+            let payment = matches!(
+                resource.events[delivery.event].to,
+                Some(State::Paid | State::Overpaid)
+            );
+            let Some(row) = rows.iter().find(|r| r.event_id == delivery.event_id) else {
+                continue;
+            };
+            let expected =
+                payment && row.processed_at.is_none() && unprocessed_refunds.contains(&resource.id);
+            if row.refund_waiting != expected {
+                self.violation(format!(
+                    "(r) the load says refund_waiting {} for {}, where the deliveries on record \
+                     say {expected}",
+                    row.refund_waiting, delivery.event_id
+                ));
+            }
+        }
     }
 
     /// `RECORD_FAILURE`, best effort (D1 may be what is failing). The failure just happened:
