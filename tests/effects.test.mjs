@@ -358,6 +358,12 @@ test("a refund received first but processed late (its send failed): the payment 
       await eventually("the payment to wait for the refund on record", () => waits().length >= 2);
       assert.equal((await admin(w.url, "GET", `/deliveries/${paid.event_id}`)).json.outcome, null, "unprocessed while it waits");
       assert.equal(os.state.received.filter((e) => e.body?.resource_id === inv).length, 0, "nothing sent meanwhile");
+      // nor may an operator mark it paid meanwhile: the refund on record refuses it, audited
+      const byHand = await admin(w.url, "POST", `/resources/${inv}/transition`, { to: "paid", reason: "customer says paid", order_ref: "order_late_refund" });
+      assert.equal(byHand.status, 409, JSON.stringify(byHand.json));
+      assert.equal(byHand.json.error, "refund_pending");
+      const audited = (await admin(w.url, "GET", "/audit?action=transition")).json.data;
+      assert.ok(audited.some((a) => a.target === inv && a.outcome === "conflict"), JSON.stringify(audited));
       await w.scheduled("*/5 * * * *"); // the sweeper sends the refund
       assert.equal((await w.processed(refund.event_id)).outcome, "applied");
       assert.equal((await w.processed(paid.event_id)).outcome, "stale", "the refund came first: the payment ships nothing");

@@ -4,9 +4,11 @@
 use crate::error::{AppError, AppResult};
 use crate::sql;
 use crate::transition::{self, Change};
+use paymos_core::admin::audit::Outcome;
 use paymos_core::admin::audit::Record;
 use paymos_core::admin::Transition;
-use paymos_core::CauseKind;
+use paymos_core::statements::{Arg, REFUND_WAITING};
+use paymos_core::{CauseKind, State};
 use serde_json::json;
 use worker::{Env, Response};
 
@@ -29,6 +31,17 @@ pub async fn get(env: &Env, id: &str) -> AppResult<Response> {
 /// history row, and the audit row is in the transition's batch.
 pub async fn transition(env: &Env, t: &Transition, record: &Record) -> AppResult<Response> {
     let db = sql::database(env)?;
+    if matches!(t.to, State::Paid | State::Overpaid) && refund_waiting(&db, &t.resource_id).await? {
+        super::audit::record_after(env, record, Outcome::Conflict).await;
+        return Err(AppError::Conflict(
+            "refund_pending",
+            format!(
+                "an invoice.refunded for {} is on record, not yet processed: the money went \
+                 back, so nothing marks it paid until the refund is processed",
+                t.resource_id
+            ),
+        ));
+    }
     let result = transition::apply_manual(
         &db,
         Change {
@@ -60,4 +73,17 @@ pub async fn transition(env: &Env, t: &Transition, record: &Record) -> AppResult
     Ok(Response::from_json(
         &json!({ "applied": result.applied, "status": result.status }),
     )?)
+}
+
+/// Whether the invoice has an `invoice.refunded` on record, not yet processed (interface §3:
+/// a refund can only follow a payment; the consumer holds a payment back the same way).
+async fn refund_waiting(db: &worker::D1Database, resource_id: &str) -> AppResult<bool> {
+    #[derive(serde::Deserialize)]
+    struct Row {
+        #[serde(deserialize_with = "paymos_core::rows::flag")]
+        waiting: bool,
+    }
+    let rows: Vec<Row> =
+        sql::all_rows(db, REFUND_WAITING.bind(vec![Arg::text(resource_id)])).await?;
+    Ok(rows.first().is_some_and(|r| r.waiting))
 }

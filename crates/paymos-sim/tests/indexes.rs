@@ -65,11 +65,16 @@ fn needed() -> Vec<(&'static str, Vec<&'static Statement>)> {
                 &st::LIST_DELIVERIES_RECEIVED,
             ],
         ),
-        // an unprocessed payment's question: has its invoice an unprocessed refund on record
-        // (migration 0025); partial: only such refunds have an entry
+        // has the invoice an unprocessed refund on record (migration 0025): a payment's load,
+        // reconciliation, an operator's transition into paid; partial: only such refunds
+        // have an entry
         (
             "webhook_delivery_refund_waiting",
-            vec![&st::LOAD_DELIVERIES],
+            vec![
+                &st::LOAD_DELIVERIES,
+                &st::PAID_ON_RECORD,
+                &st::REFUND_WAITING,
+            ],
         ),
         // livemode mismatches for the metrics; partial: no entry for a delivery without reason
         ("webhook_delivery_reason", vec![&st::METRICS_FACTS]),

@@ -100,7 +100,8 @@ pub enum Item {
     Transition(Box<Prepared>),
     /// A payment whose invoice has an `invoice.refunded` on record, unprocessed and not
     /// decided before it in this batch: nothing written, retried after the consumer's delay.
-    /// The refund makes it stale; the wait records no failure, so it never goes dead.
+    /// The refund makes it stale; the wait records no failure of its own (only dead-letter
+    /// hand-backs count: docs/decisions.md, "A payment waits for a refund on record").
     WaitForRefund(String),
 }
 

@@ -114,6 +114,9 @@ pub struct OnRecord {
     pub amount: Option<String>,
     #[serde(default)]
     pub currency: Option<String>,
+    /// An `invoice.refunded` of it on record, not yet processed (interface §3).
+    #[serde(default, deserialize_with = "flag")]
+    pub refund_waiting: bool,
 }
 
 impl OnRecord {
@@ -545,6 +548,22 @@ impl Walk {
             let invoice = &page.data[self.at];
             let looked_up = self.on_record.iter().find(|r| r.id == invoice.id);
             let missing = looked_up.is_some_and(|r| !r.on_record);
+            if let Some(waiting) = looked_up.filter(|r| r.refund_waiting) {
+                // its refund is on record, not yet processed: the money went back, so it is
+                // neither brought to paid nor given the order_ref that would ship its goods;
+                // reported as missing, not brought (interface §3)
+                if missing {
+                    self.findings.push(Finding {
+                        invoice_id: invoice.id.clone(),
+                        order_ref: invoice.order_ref.clone(),
+                        brought_to_paid: false,
+                        status: waiting.status.clone(),
+                    });
+                }
+                let id = invoice.id.clone();
+                self.handled(id);
+                continue;
+            }
             if missing || looked_up.is_some_and(|r| r.learns_from(invoice)) {
                 // this invoice, then the page's record
                 if self.left() < RESERVE + BRING_TO_PAID_COST + 1 {

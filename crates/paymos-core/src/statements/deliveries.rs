@@ -33,18 +33,25 @@ statement!(
     // unprocessed payment whose invoice has an unprocessed `invoice.refunded` on record (a
     // refund received first whose enqueue failed, or whose message waits on a retry): the
     // payment waits for it, so that goods never ship for money already returned (interface
-    // §3). Along `webhook_delivery_refund_waiting` (migration 0025), which holds only
-    // unprocessed refunds: for any other delivery, nothing read.
+    // §3), `refund_waiting!`.
     "SELECT event_id, processed_at, ",
     body_column!(),
     ", processed_at IS NULL \
-         AND event_type IN ('invoice.paid', 'invoice.overpaid') \
-         AND EXISTS (SELECT 1 FROM webhook_delivery AS refund \
-           WHERE refund.resource_id = webhook_delivery.resource_id \
-             AND refund.event_type = 'invoice.refunded' AND refund.processed_at IS NULL) \
-         AS refund_waiting \
+         AND event_type IN ('invoice.paid', 'invoice.overpaid') AND ",
+    refund_waiting!("webhook_delivery.resource_id"),
+    " AS refund_waiting \
        FROM json_each(?1) AS wanted CROSS JOIN webhook_delivery \
        ON webhook_delivery.event_id = wanted.value"
+);
+
+statement!(
+    REFUND_WAITING,
+    ["resource_id"],
+    // Before an operator's transition into paid or overpaid: the invoice's refund on record,
+    // not yet processed, refuses it (409 `refund_pending`, interface §5).
+    "SELECT ",
+    refund_waiting!("?1"),
+    " AS waiting"
 );
 
 /// The deliveries list's filters, cursor, order and limit after its first condition (shared by

@@ -179,6 +179,20 @@ macro_rules! body_column {
     };
 }
 
+/// Whether the invoice `$resource` names (an SQL expression) has an `invoice.refunded` on
+/// record, not yet processed: a refund can only follow a payment, so no payment of it ships
+/// goods meanwhile (interface §3). Along `webhook_delivery_refund_waiting` (migration 0025),
+/// which holds only such refunds: a probe that finds nothing in the usual case.
+macro_rules! refund_waiting {
+    ($resource:literal) => {
+        concat!(
+            "EXISTS (SELECT 1 FROM webhook_delivery AS refund WHERE refund.resource_id = ",
+            $resource,
+            " AND refund.event_type = 'invoice.refunded' AND refund.processed_at IS NULL)"
+        )
+    };
+}
+
 /// An effect's columns as the admin API and the dispatcher read them.
 macro_rules! effect_columns {
     () => {
@@ -325,6 +339,7 @@ pub static ALL: &[&Statement] = &[
     &INSERT_DELIVERY,
     &LOAD_DELIVERY,
     &LOAD_DELIVERIES,
+    &REFUND_WAITING,
     &LIST_DELIVERIES,
     &LIST_DELIVERIES_OF_RESOURCE,
     &LIST_DELIVERIES_RECEIVED,

@@ -141,7 +141,11 @@ statement!(
                WHERE w.resource_id = j.value AND w.event_type = 'invoice.paid' \
                  AND w.outcome IN ('applied', 'stale')) AS on_record, \
        r.status AS status, r.order_ref AS order_ref, r.amount AS amount, \
-       r.currency AS currency \
+       r.currency AS currency, ",
+    // a refund on record, not yet processed: the invoice is neither brought to paid nor
+    // given facts that would release its fulfilment (interface §3)
+    refund_waiting!("j.value"),
+    " AS refund_waiting \
      FROM json_each(?1) j LEFT JOIN resource r ON r.id = j.value"
 );
 

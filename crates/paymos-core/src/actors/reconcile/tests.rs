@@ -43,6 +43,7 @@ fn on_record(ids: &[&str], recorded: &[&str]) -> Vec<OnRecord> {
             order_ref: Some(format!("order_{i}")),
             amount: Some("10.00".into()),
             currency: Some("USDT".into()),
+            refund_waiting: false,
         })
         .collect()
 }
@@ -485,4 +486,31 @@ fn a_blank_fact_from_the_provider_is_none_given() {
             (Some(" order_3"), None, None)
         ]
     );
+}
+
+#[test]
+fn an_invoice_whose_refund_is_on_record_is_neither_brought_to_paid_nor_filled() {
+    let mut w = opened(Start::Manual { full: false }, 100, run(7, 0, None));
+    let _ = w.step();
+    w.fetched(Ok(page(&["inv_missing", "inv_lacks"], false)));
+    let _ = w.step();
+    let mut rows = on_record(&["inv_missing", "inv_lacks"], &["inv_lacks"]);
+    for r in &mut rows {
+        r.refund_waiting = true;
+        r.status = None;
+    }
+    // on record but lacking the order_ref the provider knows: would be filled otherwise
+    rows[1].order_ref = None;
+    w.looked_up(seen(&["inv_missing", "inv_lacks"]), rows);
+    let Step::Record(record) = w.step() else {
+        panic!("neither brought to paid nor filled")
+    };
+    let findings: Vec<&Bound<'_>> = record
+        .iter()
+        .filter(|b| b.statement.name == "INSERT_FINDING")
+        .collect();
+    assert_eq!(findings.len(), 1, "the missing one is reported");
+    assert_eq!(findings[0].args[2], Arg::text("inv_missing"));
+    assert_eq!(findings[0].args[4], Arg::Int(0), "not brought to paid");
+    assert_eq!(record[0].args[4], Arg::Int(2), "both checked");
 }
