@@ -26,6 +26,10 @@ pub enum Problem {
     SigningSecretNotSet(&'static str),
     #[error("is not an https URL: credentials are sent only over https")]
     NotHttps,
+    /// A URL fetch would refuse at every send (`paymos_core::outbound::malformed`), or a
+    /// base that other paths are appended to with a query or fragment.
+    #[error("is not a URL that can be fetched: it {0}")]
+    Malformed(&'static str),
     #[error("is not a whsec_ secret: {0}")]
     NotWhsec(SecretError),
     #[error("is neither `live` nor `test`")]
@@ -296,8 +300,11 @@ pub fn retry_base_seconds(env: &Env) -> u32 {
     number(env, &RETRY_BASE)
 }
 
+/// The admin API's bearer token, without the blanks around it: no client can send those (a
+/// header's value is trimmed), so a token set with them would switch the surface on and
+/// admit no one.
 pub fn admin_token(env: &Env) -> Option<String> {
-    string(env, "ADMIN_TOKEN")
+    string(env, "ADMIN_TOKEN").map(|t| t.trim().to_string())
 }
 
 /// Which deliveries may change state (interface §8).
@@ -346,10 +353,25 @@ pub fn dead_letter_queue(env: &Env) -> String {
 pub fn credential_url(env: &Env, name: &'static str) -> Result<String, ConfigError> {
     let url = string(env, name).ok_or(ConfigError::new(name, Problem::NotSet))?;
     let trimmed = url.trim();
-    if paymos_core::outbound::may_carry_credentials(trimmed) {
-        Ok(trimmed.to_string())
-    } else {
-        Err(ConfigError::new(name, Problem::NotHttps))
+    if !paymos_core::outbound::may_carry_credentials(trimmed) {
+        return Err(ConfigError::new(name, Problem::NotHttps));
+    }
+    if let Some(why) = paymos_core::outbound::malformed(trimmed) {
+        return Err(ConfigError::new(name, Problem::Malformed(why)));
+    }
+    Ok(trimmed.to_string())
+}
+
+/// The provider API's base (interface §6), which `/v1/invoices?…` is appended to: a query or
+/// a fragment in it would swallow that path, so it is refused, said where it is set.
+pub fn api_base(env: &Env) -> Result<String, ConfigError> {
+    let base = credential_url(env, "PAYMOS_API_BASE")?;
+    match base.contains(['?', '#']) {
+        true => Err(ConfigError::new(
+            "PAYMOS_API_BASE",
+            Problem::Malformed("has a query or fragment, which the API's paths would follow"),
+        )),
+        false => Ok(base),
     }
 }
 
@@ -465,10 +487,7 @@ pub fn warnings(env: &Env) -> Vec<String> {
     if secrets(env).map(|s| s.is_empty()).unwrap_or(true) {
         w.push("PAYMOS_WEBHOOK_SECRETS is not set: every delivery is refused (503)".into());
     }
-    match (
-        credential_url(env, "PAYMOS_API_BASE"),
-        string(env, "PAYMOS_API_KEY"),
-    ) {
+    match (api_base(env), string(env, "PAYMOS_API_KEY")) {
         (Err(e), _) => w.push(format!("reconciliation cannot run: {e}")),
         (Ok(_), None) => w.push("reconciliation cannot run: PAYMOS_API_KEY is not set".into()),
         _ => {}

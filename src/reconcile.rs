@@ -36,8 +36,7 @@ impl Provider {
             log::line("reconcile", "-", "not_configured", Some(&m));
             AppError::NotConfigured("reconciliation_not_configured", m)
         };
-        let base = config::credential_url(env, "PAYMOS_API_BASE")
-            .map_err(|e| not_configured(e.to_string()))?;
+        let base = config::api_base(env).map_err(|e| not_configured(e.to_string()))?;
         let key = config::string(env, "PAYMOS_API_KEY")
             .ok_or_else(|| not_configured("PAYMOS_API_KEY is not set".into()))?;
         Ok(Provider { base, key })

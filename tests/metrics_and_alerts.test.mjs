@@ -451,6 +451,45 @@ test("a URL that cannot carry credentials, or none for alerts, is said in log li
   }
 });
 
+test("an https URL fetch cannot use (a port past 65535, no host), a base with a query, a token with blanks around it: said, nothing lost", async () => {
+  const w = await startWorker({
+    vars: {
+      ORDER_SYSTEM_URL: "https://orders.example.com:99999/x",
+      ORDER_SYSTEM_SECRET: ALERT_SECRET,
+      ALERT_WEBHOOK_URL: "https://[zz]/hook",
+      PAYMOS_API_BASE: "https://api.example.com/api?k=1",
+      ADMIN_TOKEN: ` ${(await import("./helpers/worker.mjs")).ADMIN_TOKEN}\n`,
+    },
+  });
+  try {
+    // the token as any client sends it (a header's value has no blanks around it)
+    const m = await admin(w.url, "GET", "/metrics");
+    assert.equal(m.status, 200, "the token set with blanks around it admits");
+    const warnings = m.json.config.warnings;
+    for (const expected of [
+      "effects cannot be delivered: ORDER_SYSTEM_URL is not a URL that can be fetched: it has a port that is not 1 to 65535",
+      "alerts cannot be sent: ALERT_WEBHOOK_URL is not a URL that can be fetched: it has a host that is neither a name nor an address",
+      "reconciliation cannot run: PAYMOS_API_BASE is not a URL that can be fetched: it has a query or fragment, which the API's paths would follow",
+    ]) {
+      assert.ok(warnings.includes(expected), `${expected} in ${JSON.stringify(warnings)}`);
+    }
+    // a paid invoice's fulfilment waits, pending, rather than spending its ladder on a URL
+    // that cannot be fetched
+    const paid = envelope("invoice.paid", randomId("inv_"));
+    assert.equal((await deliver(w.url, paid)).status, 200);
+    await w.processed(paid.event_id);
+    await eventually("the effects' not_configured line", () => w.logs.some((l) => l.stage === "effects" && l.outcome === "not_configured" && /ORDER_SYSTEM_URL is not a URL that can be fetched/.test(l.detail)));
+    const effect = await w.db.prepare("SELECT dispatch, attempts FROM effect WHERE resource_id = ?").bind(paid.data.id).first();
+    assert.deepEqual({ ...effect }, { dispatch: "pending", attempts: 0 });
+    const r = await admin(w.url, "POST", "/reconcile", {});
+    assert.equal(r.status, 503);
+    assert.equal(r.json.error, "reconciliation_not_configured");
+    assert.match(r.json.message, /PAYMOS_API_BASE is not a URL that can be fetched/);
+  } finally {
+    await w.close();
+  }
+});
+
 test("loopback http URLs work as development values and are said to be ones: a deployed worker needs https", async () => {
   const w = await startWorker({
     vars: { PAYMOS_API_BASE: "http://127.0.0.1:9", ORDER_SYSTEM_URL: "http://localhost:9/orders", ALERT_WEBHOOK_URL: "https://alerts.example/hook" },

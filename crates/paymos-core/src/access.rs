@@ -213,6 +213,11 @@ pub fn parse_team_domain(raw: &str) -> Result<(String, bool), String> {
                 .into(),
         );
     }
+    if let Some(why) = crate::outbound::malformed(&origin) {
+        return Err(format!(
+            "ACCESS_TEAM_DOMAIN is not a URL that can be fetched: it {why}"
+        ));
+    }
     let development = origin.starts_with("http://");
     Ok((origin, development))
 }
@@ -928,6 +933,8 @@ mod tests {
             "https://user@acme.example",
             "https://a b.example",
             "http://127.0.0.1@evil.example",
+            "https://acme.cloudflareaccess.com:99999",
+            "https://[zz]",
         ] {
             assert!(parse_team_domain(bad).is_err(), "{bad}");
         }

@@ -35,6 +35,44 @@ fn host(rest: &str) -> &str {
     }
 }
 
+/// Why a URL [`may_carry_credentials`] takes cannot be fetched as it stands, if it cannot:
+/// a port that is not 1 to 65535, a host that is neither a name nor an address. fetch refuses
+/// such a URL at every send, so it is said as a configuration fault instead, where it is set.
+pub fn malformed(url: &str) -> Option<&'static str> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host_ok, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((addr, after)) => (
+                addr.parse::<std::net::Ipv6Addr>().is_ok(),
+                after
+                    .strip_prefix(':')
+                    .or((!after.is_empty()).then_some("x")),
+            ),
+            None => (false, None),
+        },
+        None => {
+            let (host, port) = authority
+                .split_once(':')
+                .map_or((authority, None), |(h, p)| (h, Some(p)));
+            let name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+            (!host.is_empty() && host.chars().all(name), port)
+        }
+    };
+    if !host_ok {
+        return Some("has a host that is neither a name nor an address");
+    }
+    // an empty port is the scheme's own (WHATWG), as `https://host:/`
+    let port_ok = port.is_none_or(|p| {
+        p.is_empty()
+            || (p.len() <= 5
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && p.parse::<u32>().is_ok_and(|n| (1..=65535).contains(&n)))
+    });
+    (!port_ok).then_some("has a port that is not 1 to 65535")
+}
+
 /// `true` for a URL [`may_carry_credentials`] takes only as a development value: plain
 /// `http` to a loopback host, which a deployed worker cannot reach.
 pub fn is_development(url: &str) -> bool {
@@ -64,7 +102,34 @@ pub fn encode_query_value(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::encode_query_value;
+    use super::{encode_query_value, malformed};
+
+    #[test]
+    fn a_url_fetch_would_refuse_is_malformed() {
+        for good in [
+            "https://orders.example.com/x?y=1",
+            "https://orders.example.com:443/x",
+            "https://orders.example.com:/x",
+            "https://user:pw@orders.example.com:8443",
+            "http://127.0.0.1:8790",
+            "http://[::1]:65535/",
+            "https://a_b.example",
+        ] {
+            assert_eq!(malformed(good), None, "{good}");
+        }
+        for bad in [
+            "https://orders.example.com:99999/x",
+            "https://orders.example.com:0/",
+            "https://orders.example.com:80a/",
+            "https://[zz]/",
+            "https://[::1/",
+            "https://[::1]x/",
+            "https://orders example.com/",
+            "https://orders.example.com:-1",
+        ] {
+            assert!(malformed(bad).is_some(), "{bad}");
+        }
+    }
     use super::may_carry_credentials as ok;
 
     #[test]
