@@ -56,8 +56,9 @@ pub fn malformed(url: &str) -> Option<&'static str> {
             let (host, port) = authority
                 .split_once(':')
                 .map_or((authority, None), |(h, p)| (h, Some(p)));
-            let name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
-            (!host.is_empty() && host.chars().all(name), port)
+            // WHATWG's forbidden host code points (a name may be non-ASCII: IDNA maps it)
+            let forbidden = |c: char| c.is_control() || " #/<>?@[\\]^|".contains(c);
+            (!host.is_empty() && !host.contains(forbidden), port)
         }
     };
     if !host_ok {
@@ -114,6 +115,7 @@ mod tests {
             "http://127.0.0.1:8790",
             "http://[::1]:65535/",
             "https://a_b.example",
+            "https://bücher.example/",
         ] {
             assert_eq!(malformed(good), None, "{good}");
         }

@@ -269,24 +269,14 @@ fn a_payment_waits_for_a_refund_on_record_unless_the_batch_decides_the_refund_fi
         vec![msg("evt_paid", 1), msg("evt_refund", 1)],
         settings(Ok(Mode::Test)),
     );
-    let _ = b.step();
-    b.loaded(
+    let statements = transitions(
+        &mut b,
         vec![
             waiting("evt_paid", "invoice.overpaid"),
             row("evt_refund", "invoice.refunded", false, false),
         ],
-        &mut draw(),
-    );
-    let Step::Apply(statements) = b.step() else {
-        panic!()
-    };
-    assert_eq!(
-        statements
-            .iter()
-            .filter(|s| s.statement.name == "READ_BACK")
-            .count(),
         1,
-        "the refund's transition only"
+        "the refund's transition only",
     );
     b.applied(results(&statements, "applied", "order_a"));
     let Step::Answer(a) = b.step() else { panic!() };
@@ -304,23 +294,28 @@ fn a_payment_waits_for_a_refund_on_record_unless_the_batch_decides_the_refund_fi
         vec![msg("evt_refund", 1), msg("evt_paid", 1)],
         settings(Ok(Mode::Test)),
     );
-    let _ = b.step();
-    b.loaded(
+    transitions(
+        &mut b,
         vec![
             row("evt_refund", "invoice.refunded", false, false),
             waiting("evt_paid", "invoice.paid"),
         ],
-        &mut draw(),
+        2,
+        "both transitions, in order",
     );
+}
+
+/// Loads `rows` into a fresh batch `b`, and checks that its transaction holds `n`
+/// transitions (a read-back each); its statements.
+fn transitions(b: &mut Batch, rows: Vec<ConsumeRow>, n: usize, why: &str) -> Vec<Bound<'static>> {
+    let _ = b.step();
+    b.loaded(rows, &mut draw());
     let Step::Apply(statements) = b.step() else {
         panic!()
     };
-    assert_eq!(
-        statements
-            .iter()
-            .filter(|s| s.statement.name == "READ_BACK")
-            .count(),
-        2,
-        "both transitions, in order"
-    );
+    let read_backs = statements
+        .iter()
+        .filter(|s| s.statement.name == "READ_BACK");
+    assert_eq!(read_backs.count(), n, "{why}");
+    statements
 }
