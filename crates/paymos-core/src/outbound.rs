@@ -24,11 +24,16 @@ pub fn may_carry_credentials(url: &str) -> bool {
     }
 }
 
-/// The host of `rest` (what follows `scheme://`), without user info, port or brackets.
-fn host(rest: &str) -> &str {
+/// The host and port of `rest` (what follows `scheme://`), without user info.
+fn authority(rest: &str) -> &str {
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     // user info could smuggle a loopback-looking prefix: http://127.0.0.1@evil.example
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    authority.rsplit_once('@').map_or(authority, |(_, h)| h)
+}
+
+/// The host of `rest` (what follows `scheme://`), without user info, port or brackets.
+fn host(rest: &str) -> &str {
+    let authority = authority(rest);
     match authority.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or(""),
         None => authority.split(':').next().unwrap_or(""),
@@ -39,9 +44,7 @@ fn host(rest: &str) -> &str {
 /// a port that is not 1 to 65535, a host that is neither a name nor an address. fetch refuses
 /// such a URL at every send, so it is said as a configuration fault instead, where it is set.
 pub fn malformed(url: &str) -> Option<&'static str> {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let authority = authority(url.split_once("://").map_or(url, |(_, r)| r));
     let (host_ok, port) = match authority.strip_prefix('[') {
         Some(v6) => match v6.split_once(']') {
             Some((addr, after)) => (
@@ -66,9 +69,9 @@ pub fn malformed(url: &str) -> Option<&'static str> {
     }
     // an empty port is the scheme's own (WHATWG), as `https://host:/`
     let port_ok = port.is_none_or(|p| {
+        // digits only: `parse` would take a leading `+`
         p.is_empty()
-            || (p.len() <= 5
-                && p.bytes().all(|b| b.is_ascii_digit())
+            || (p.bytes().all(|b| b.is_ascii_digit())
                 && p.parse::<u32>().is_ok_and(|n| (1..=65535).contains(&n)))
     });
     (!port_ok).then_some("has a port that is not 1 to 65535")

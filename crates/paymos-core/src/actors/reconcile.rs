@@ -552,16 +552,11 @@ impl Walk {
                 // its refund is on record, not yet processed: the money went back, so it is
                 // neither brought to paid nor given the order_ref that would ship its goods;
                 // reported as missing, not brought (interface §3)
-                if missing {
-                    self.findings.push(Finding {
-                        invoice_id: invoice.id.clone(),
-                        order_ref: invoice.order_ref.clone(),
-                        brought_to_paid: false,
-                        status: waiting.status.clone(),
-                    });
+                let (status, id) = (waiting.status.clone(), invoice.id.clone());
+                match missing {
+                    true => self.brought(false, status),
+                    false => self.handled(id),
                 }
-                let id = invoice.id.clone();
-                self.handled(id);
                 continue;
             }
             if missing || looked_up.is_some_and(|r| r.learns_from(invoice)) {
