@@ -381,6 +381,44 @@ test("a refund received first but processed late (its send failed): the payment 
   }
 });
 
+test("a payment received before its refund, both processed late (their sends failed): the payment applies, the refund cancels its fulfilment", async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), "paymos-paid-first-"));
+  try {
+    const inv = randomId("inv_");
+    const paid = envelope("invoice.paid", inv, { data: { order_ref: "order_paid_first" } });
+    const refund = envelope("invoice.refunded", inv, { data: { order_ref: "order_paid_first" } });
+    // both received and committed (200), in this order, their queue messages lost
+    const lost = await startWorker({ persistDir: dir, withoutQueueProducer: true, vars: VARS() });
+    try {
+      assert.equal((await deliver(lost.url, paid)).status, 200);
+      await new Promise((r) => setTimeout(r, 20)); // a later receipt, whatever the clock's grain
+      assert.equal((await deliver(lost.url, refund)).status, 200);
+    } finally {
+      await lost.close();
+    }
+    const w = await startWorker({ persistDir: dir, vars: { ...VARS(), QUEUE_RETRY_BASE_SECONDS: "1", SWEEP_AFTER_SECONDS: "0" } });
+    try {
+      await w.scheduled("*/5 * * * *"); // the sweeper sends both
+      // "the paid that arrives after it is stale" (§3): this one arrived before it
+      assert.equal((await w.processed(paid.event_id)).outcome, "applied", "received first: no refund overtook it");
+      assert.equal((await w.processed(refund.event_id)).outcome, "applied");
+      const r = (await admin(w.url, "GET", `/resources/${inv}`)).json;
+      assert.equal(r.status, "refunded");
+      assert.deepEqual(r.history.map((h) => h.state), ["paid", "refunded"]);
+      const [fulfilment, ...others] = r.effects.filter((e) => e.kind === "fulfilment");
+      assert.deepEqual(others, [], "exactly one fulfilment");
+      assert.ok(["cancelled", "delivered"].includes(fulfilment.dispatch), JSON.stringify(fulfilment));
+      // whatever left for the order system is followed by its revocation
+      const kinds = () => os.state.received.filter((e) => e.body?.resource_id === inv).map((e) => e.body.kind);
+      if (kinds().includes("fulfilment")) await eventually("the revocation", () => kinds().includes("revocation"), 60000);
+    } finally {
+      await w.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test("marked paid by hand without order_ref, then refunded: the waiting fulfilment is cancelled, nothing is sent", async () => {
   const w = await startWorker({ vars: VARS() });
   try {

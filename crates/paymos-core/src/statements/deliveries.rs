@@ -30,15 +30,15 @@ statement!(
     // temporary index of the list first, and D1 counts each of its rows as a row read (4
     // per delivery with the body, 3 this way: the list's row, the delivery, its body).
     // Only what the consumer decides from (`rows::ConsumeRow`). `refund_waiting`: an
-    // unprocessed payment whose invoice has an unprocessed `invoice.refunded` on record (a
-    // refund received first whose enqueue failed, or whose message waits on a retry): the
-    // payment waits for it, so that goods never ship for money already returned (interface
-    // §3), `refund_waiting!`.
+    // unprocessed payment whose invoice has an unprocessed `invoice.refunded` on record,
+    // received before it (a refund whose enqueue failed, or whose message waits on a retry):
+    // the payment waits for it, so that goods never ship for money already returned
+    // (interface §3, "arrives after it" counted at receipt), `refund_waiting!`.
     "SELECT event_id, processed_at, ",
     body_column!(),
     ", processed_at IS NULL \
          AND event_type IN ('invoice.paid', 'invoice.overpaid') AND ",
-    refund_waiting!("webhook_delivery.resource_id"),
+    refund_waiting!("webhook_delivery.resource_id", received_by "webhook_delivery.received_at"),
     " AS refund_waiting \
        FROM json_each(?1) AS wanted CROSS JOIN webhook_delivery \
        ON webhook_delivery.event_id = wanted.value"

@@ -182,13 +182,29 @@ macro_rules! body_column {
 /// Whether the invoice `$resource` names (an SQL expression) has an `invoice.refunded` on
 /// record, not yet processed: a refund can only follow a payment, so no payment of it ships
 /// goods meanwhile (interface §3). Along `webhook_delivery_refund_waiting` (migration 0025),
-/// which holds only such refunds: a probe that finds nothing in the usual case.
+/// which holds only such refunds: a probe that finds nothing in the usual case. With
+/// `received_by`, only a refund received no later than that time (a payment's receipt): a
+/// payment received first is no payment the refund overtook, and applies (the refund then
+/// cancels its fulfilment); a tie counts the refund first, the side that ships nothing.
 macro_rules! refund_waiting {
     ($resource:literal) => {
+        refund_waiting!($resource, "")
+    };
+    ($resource:literal, received_by $received:literal) => {
+        // `+`: the time is no index's term, so the probe stays on the partial index (along
+        // `webhook_delivery_resource` it would read the invoice's earlier deliveries)
+        refund_waiting!(
+            $resource,
+            concat!(" AND +refund.received_at <= ", $received)
+        )
+    };
+    ($resource:literal, $also:expr) => {
         concat!(
             "EXISTS (SELECT 1 FROM webhook_delivery AS refund WHERE refund.resource_id = ",
             $resource,
-            " AND refund.event_type = 'invoice.refunded' AND refund.processed_at IS NULL)"
+            " AND refund.event_type = 'invoice.refunded' AND refund.processed_at IS NULL",
+            $also,
+            ")"
         )
     };
 }

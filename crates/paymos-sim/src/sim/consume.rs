@@ -199,19 +199,22 @@ impl Sim<'_> {
     }
 
     /// (r) The load says of an unprocessed payment whether its invoice has a refund on record,
-    /// unprocessed, exactly as the world's deliveries and the rows on record say: the payment
-    /// waits for such a refund (interface §3), so a wrong answer ships goods for money
-    /// returned, or holds a real payment back.
+    /// unprocessed and received no later than the payment, exactly as the world's deliveries
+    /// and the rows on record say: the payment waits for such a refund (interface §3, "arrives
+    /// after it" counted at receipt), so a wrong answer ships goods for money returned, or
+    /// holds back a payment the refund did not overtake.
     fn check_refund_waiting(&mut self, msgs: &[Msg], rows: &[ConsumeRow]) {
-        let unprocessed_refunds: Vec<String> = {
-            let r = self.db.inspect(
-                "SELECT resource_id FROM webhook_delivery \
-                 WHERE event_type = 'invoice.refunded' AND processed_at IS NULL",
-            );
+        let received = |db: &crate::db::Db, sql: &str| {
+            let r = db.inspect(sql);
             (0..r.rows.len())
-                .filter_map(|i| r.text(i, "resource_id"))
-                .collect()
+                .filter_map(|i| Some((r.text(i, "resource_id")?, r.text(i, "received_at")?)))
+                .collect::<Vec<(String, String)>>()
         };
+        let unprocessed_refunds = received(
+            &self.db,
+            "SELECT resource_id, received_at FROM webhook_delivery \
+             WHERE event_type = 'invoice.refunded' AND processed_at IS NULL",
+        );
         for m in msgs {
             let delivery = &self.world.deliveries[m.d];
             let resource = &self.world.resources[delivery.resource];
@@ -222,8 +225,19 @@ impl Sim<'_> {
             let Some(row) = rows.iter().find(|r| r.event_id == delivery.event_id) else {
                 continue;
             };
-            let expected =
-                payment && row.processed_at.is_none() && unprocessed_refunds.contains(&resource.id);
+            let own = received(
+                &self.db,
+                &format!(
+                    "SELECT resource_id, received_at FROM webhook_delivery WHERE event_id = '{}'",
+                    delivery.event_id
+                ),
+            );
+            let overtaken = own.first().is_some_and(|(_, paid_at)| {
+                unprocessed_refunds
+                    .iter()
+                    .any(|(id, at)| id == &resource.id && at <= paid_at)
+            });
+            let expected = payment && row.processed_at.is_none() && overtaken;
             if row.refund_waiting != expected {
                 self.violation(format!(
                     "(r) the load says refund_waiting {} for {}, where the deliveries on record \
