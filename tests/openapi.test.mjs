@@ -150,6 +150,9 @@ test("openapi-spec-validator finds the served document valid OpenAPI 3.1, and a 
   const ok = await exec(path.join(VENV, "openapi-spec-validator"), ["--schema", "3.1", servedFile]);
   assert.equal(ok.code, 0, ok.stdout + ok.stderr);
   assert.match(ok.stdout, /: OK\s*$/);
+  // nor does the kept file name a key twice in one object (every parser keeps one of the two)
+  const unique = await exec(path.join(VENV, "python"), ["-c", NO_DUPLICATE_KEYS, DOC_FILE]);
+  assert.equal(unique.code, 0, unique.stdout + unique.stderr);
   // the validator does check: a response without its description, and a $ref to nothing
   const broken = structuredClone(served);
   delete broken.paths["/audit"].get.responses["200"].description;
@@ -160,6 +163,17 @@ test("openapi-spec-validator finds the served document valid OpenAPI 3.1, and a 
   assert.notEqual(refused.code, 0, refused.stdout);
   assert.match(refused.stdout + refused.stderr, /description/);
 });
+
+const NO_DUPLICATE_KEYS = `
+import json, sys
+def pairs(items):
+    keys = [k for k, _ in items]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        sys.exit(f"a key twice in one object: {twice}")
+    return dict(items)
+json.load(open(sys.argv[1]), object_pairs_hook=pairs)
+`;
 
 test("the resource id pattern the document gives is the API's rule, on its edges", async () => {
   const op = served.paths["/resources/{resource_id}/transition"].post;
@@ -336,4 +350,13 @@ test("a replay whose archived body cannot be read back answers 502 archive_faile
   const row = await w.db.prepare("SELECT archive_key, processed_at FROM webhook_delivery WHERE event_id = ?").bind(e.event_id).first();
   assert.equal(row.archive_key, key);
   assert.ok(row.processed_at);
+
+  // the metrics, with an archiving run and a reconciliation on record (null before them, as
+  // Schemathesis mostly meets them), match the document's schema field by field
+  assert.equal((await admin(w.url, "POST", "/reconcile", {})).status, 200);
+  const metrics = await admin(w.url, "GET", "/metrics");
+  assert.equal(metrics.status, 200);
+  assert.equal(metrics.json.archive.last_run.state, "done");
+  assert.equal(metrics.json.reconciliation.ok, true);
+  await assertDocumented("GET", "/metrics", metrics);
 });
