@@ -40,6 +40,8 @@ const SEED = process.env.PAYMOS_SCHEMATHESIS_SEED ?? "20261130";
 let w;
 let stub;
 let provider;
+/** The paid invoices the provider's stub lists (none until the last test). */
+let providerLists = [];
 let dir;
 let served;
 let servedFile;
@@ -50,7 +52,7 @@ before(async () => {
   // Schemathesis' own values for the Access header and cookie are refused with their codes
   stub = await startJwksStub([await newKey()]);
   provider = createServer((req, res) => {
-    res.writeHead(200, { "content-type": "application/json" }).end('{"data":[],"has_more":false}');
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ data: providerLists, has_more: false }));
   });
   await new Promise((r) => provider.listen(0, "127.0.0.1", r));
   w = await startWorker({
@@ -353,10 +355,16 @@ test("a replay whose archived body cannot be read back answers 502 archive_faile
 
   // the metrics, with an archiving run and a reconciliation on record (null before them, as
   // Schemathesis mostly meets them), match the document's schema field by field
-  assert.equal((await admin(w.url, "POST", "/reconcile", {})).status, 200);
+  // (a paid invoice the receiver never heard of: one `missing` finding, brought to paid)
+  const unheard = randomId("inv_");
+  providerLists = [{ id: unheard, object: "invoice", status: "paid", amount: "5.00", currency: "USDT", order_ref: "order_unheard", paid_at: Math.floor(Date.now() / 1000) }];
+  const report = await admin(w.url, "POST", "/reconcile", {});
+  assert.equal(report.status, 200, JSON.stringify(report.json));
+  assert.deepEqual(report.json.missing, [{ id: unheard, order_ref: "order_unheard", brought_to_paid: true, status: "paid" }]);
+  await assertDocumented("POST", "/reconcile", report);
   const metrics = await admin(w.url, "GET", "/metrics");
   assert.equal(metrics.status, 200);
   assert.equal(metrics.json.archive.last_run.state, "done");
-  assert.equal(metrics.json.reconciliation.ok, true);
+  assert.equal(metrics.json.reconciliation.missing_count, 1);
   await assertDocumented("GET", "/metrics", metrics);
 });
