@@ -109,7 +109,6 @@ impl Snapshot {
             // counted on the run: the report lists only its first findings here
             missing: r["missing_count"].as_i64().unwrap_or(0),
             doubled: n("doubled"),
-            unprocessed: n("unprocessed"),
             error: r["error"].as_str().map(str::to_string),
         })
     }
@@ -312,7 +311,7 @@ impl Snapshot {
             out,
             "paymos_reconciliation_last_ok",
             "gauge",
-            "1 if the last reconciliation run finished with nothing missing, unprocessed or doubled (no sample before the first run).",
+            "1 if the last reconciliation run finished with nothing missing or doubled (no sample before the first run).",
             &last(|r| i64::from(r.ok)),
         );
         family(

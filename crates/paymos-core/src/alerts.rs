@@ -127,7 +127,6 @@ pub struct ReconciliationFacts {
     pub ok: bool,
     pub missing: i64,
     pub doubled: i64,
-    pub unprocessed: i64,
     pub error: Option<String>,
 }
 
@@ -293,10 +292,10 @@ fn effects_backlog(f: &Facts) -> Option<Observation> {
 /// cron's continuations finish it; the alert resolves when a run is ok).
 fn reconciliation(f: &Facts) -> Option<Observation> {
     let r = f.reconciliation.as_ref().filter(|r| !r.ok)?;
-    let findings = r.missing + r.doubled + r.unprocessed;
+    let findings = r.missing + r.doubled;
     let mut summary = format!(
-        "reconciliation {}: {} missing, {} doubled, {} unprocessed",
-        r.state, r.missing, r.doubled, r.unprocessed
+        "reconciliation {}: {} missing, {} doubled",
+        r.state, r.missing, r.doubled
     );
     if r.state == "running" {
         summary.push_str(" so far (not finished in one invocation: continued by the cron)");
