@@ -76,7 +76,8 @@ pub async fn transition(env: &Env, t: &Transition, record: &Record) -> AppResult
 }
 
 /// Whether the invoice has an `invoice.refunded` on record, not yet processed (interface §3:
-/// a refund can only follow a payment; the consumer holds a payment back the same way).
+/// a refund can only follow a payment; the consumer holds a payment back the same way). For
+/// the 409: the guarded write asks again in its transaction (GUARDED_UPSERT's refund hold).
 async fn refund_waiting(db: &worker::D1Database, resource_id: &str) -> AppResult<bool> {
     #[derive(serde::Deserialize)]
     struct Row {

@@ -252,6 +252,9 @@ struct Pre {
     /// The delivery was already decided (processed, and not `dead`) when this copy's
     /// transaction began: another copy of its message got there first.
     decided: bool,
+    /// The invoice had an `invoice.refunded` on record, unprocessed (the checker's own
+    /// query): an operator's or reconciliation's change into paid or overpaid must not apply.
+    refund_on_record: bool,
 }
 
 pub struct Sim<'o> {
@@ -1072,11 +1075,19 @@ impl<'o> Sim<'o> {
                 (row.int(0, "generation").unwrap_or(-1), decided)
             })
         });
+        let refund_on_record = !self
+            .db
+            .inspect(&format!(
+                "SELECT 1 FROM webhook_delivery WHERE resource_id = '{id}' \
+                 AND event_type = 'invoice.refunded' AND processed_at IS NULL"
+            ))
+            .is_empty();
         Pre {
             status,
             effects,
             generation: delivery.map(|(g, _)| g),
             decided: delivery.is_some_and(|(_, decided)| decided),
+            refund_on_record,
         }
     }
 
@@ -1142,12 +1153,17 @@ impl<'o> Sim<'o> {
             .and_then(|s| state_of(res.kind, &s));
         // "A second consumer of the same delivery finds processed_at set and changes
         // nothing" (RECORD_OUTCOME): a delivery already decided does not transition again
+        // and nothing but a delivery's payment brings an invoice to paid while a refund waits
+        // (interface §3; the delivery's own hold is the consumer's, checker (r))
+        let held = cause_kind != CauseKind::Event
+            && matches!(to, State::Paid | State::Overpaid)
+            && pre.refund_on_record;
         let (want_applied, want_effect, want_cancel, want_to) = match decision {
             Decision::Apply {
                 to,
                 effect,
                 cancels,
-            } if !pre.decided => (true, effect, cancels, Some(to)),
+            } if !pre.decided && !held => (true, effect, cancels, Some(to)),
             _ => (false, None, None, pre.status),
         };
         let what = format!(

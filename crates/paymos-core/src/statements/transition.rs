@@ -1,7 +1,7 @@
 //! The guarded transition: the statements of one transaction, and the batch that runs them.
 
 use super::{Arg, Bound, Statement};
-use crate::machine::{CauseKind, EffectKind, TransitionPlan};
+use crate::machine::{CauseKind, EffectKind, State, TransitionPlan};
 
 statement!(
     GUARDED_UPSERT,
@@ -14,7 +14,8 @@ statement!(
         "currency",
         "token",
         "allowed_from",
-        "delivery"
+        "delivery",
+        "held"
     ],
     // For plans whose guard accepts a first-seen resource. `INSERT … SELECT … WHERE` instead
     // of `VALUES`: SQLite's upsert needs a WHERE to parse `ON CONFLICT` after a SELECT, and
@@ -29,6 +30,13 @@ statement!(
     // message that loaded the delivery before another copy committed re-applies it where the
     // table has a cycle (confirming -> partially_paid -> confirming): found by paymos-sim.
     //
+    // The refund hold (?10, 1 for an operator's or reconciliation's change into paid or
+    // overpaid, NULL otherwise): no write while the invoice has an `invoice.refunded` on
+    // record, unprocessed (interface §3: the money went back). Checked here, in the
+    // transaction, so a refund received after the operator's 409 check cannot slip between
+    // it and the write; a delivery's payment is held at the consumer's load instead, by
+    // receipt order (`LOAD_DELIVERIES`).
+    //
     // The write that wins also numbers the transition (`transitions`, migration 0019): the
     // id INSERT_HISTORY gives the history row.
     "INSERT INTO resource (id, kind, status, order_ref, amount, currency, transition_token, \
@@ -36,6 +44,9 @@ statement!(
      SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, 1 \
      WHERE (?9 IS NULL OR EXISTS (SELECT 1 FROM webhook_delivery \
        WHERE event_id = ?9 AND (processed_at IS NULL OR outcome = 'dead'))) \
+       AND (?10 IS NULL OR NOT ",
+    refund_waiting!("?1"),
+    ") \
      ON CONFLICT (id) DO UPDATE SET previous_status = resource.status, status = excluded.status, \
        order_ref = coalesce(resource.order_ref, excluded.order_ref), \
        amount = coalesce(resource.amount, excluded.amount), \
@@ -58,11 +69,12 @@ statement!(
         "currency",
         "token",
         "allowed_from",
-        "delivery"
+        "delivery",
+        "held"
     ],
     // For plans that need an existing row. A first known order_ref, amount or currency is
     // never overwritten (an operator's typo on a later transition included).
-    // The delivery gate (?9) and the numbering as in GUARDED_UPSERT.
+    // The delivery gate (?9), the refund hold (?10) and the numbering as in GUARDED_UPSERT.
     "UPDATE resource SET previous_status = status, status = ?3, \
        order_ref = coalesce(order_ref, ?4), amount = coalesce(amount, ?5), \
        currency = coalesce(currency, ?6), transition_token = ?7, \
@@ -71,7 +83,10 @@ statement!(
     " \
      WHERE id = ?1 AND kind = ?2 AND status IN (SELECT value FROM json_each(?8)) \
        AND (?9 IS NULL OR EXISTS (SELECT 1 FROM webhook_delivery \
-         WHERE event_id = ?9 AND (processed_at IS NULL OR outcome = 'dead')))"
+         WHERE event_id = ?9 AND (processed_at IS NULL OR outcome = 'dead'))) \
+       AND (?10 IS NULL OR NOT ",
+    refund_waiting!("?1"),
+    ")"
 );
 
 statement!(
@@ -267,6 +282,12 @@ pub struct TransitionRequest<'a> {
     pub actor: Option<&'a str>,
 }
 
+/// Whether the guarded write waits for a refund on record (GUARDED_UPSERT's ?10): an
+/// operator's or reconciliation's change into paid or overpaid.
+fn held_for_refund(r: &TransitionRequest<'_>) -> bool {
+    r.cause_kind != CauseKind::Event && matches!(r.plan.to, State::Paid | State::Overpaid)
+}
+
 /// The batch (one transaction) for one guarded transition; its last statement reads back
 /// `(status, order_ref, applied, outcome)`.
 pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
@@ -288,6 +309,7 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
         Arg::text(r.token),
         Arg::json_list(&allowed),
         Arg::opt(r.delivery),
+        Arg::opt_int(held_for_refund(r).then_some(1)),
     ]));
     if r.order_ref.is_some() || r.amount.is_some() || r.currency.is_some() {
         // right after the guarded write: it reads that statement's `changes()`
