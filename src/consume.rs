@@ -232,7 +232,7 @@ async fn dead_letter_one(
             };
             match queue::enqueue(env, again).await {
                 Ok(()) => {
-                    let why = "its failures were not recorded (D1 unreachable, or the consumer died): handed back, counted as one";
+                    let why = "its failures were not recorded (D1 unreachable, the consumer died, or it waits for a refund): handed back, counted as one unless it waits";
                     log::line("dead_letter", &m.event_id, "handed_back", Some(why));
                     message.ack();
                 }

@@ -284,7 +284,7 @@ async fn dead_letter(env: &Env, db: &D1Database, messages: Vec<(Incoming, String
                     "error",
                     Some(&e.to_string()),
                 );
-                message.retry_in(60);
+                message.retry_in(dispatch::DEAD_LETTER_RETRY_SECONDS);
                 continue;
             }
         };
@@ -307,7 +307,7 @@ async fn dead_letter(env: &Env, db: &D1Database, messages: Vec<(Incoming, String
                             "error",
                             Some(&e.to_string()),
                         );
-                        message.retry_in(60);
+                        message.retry_in(dispatch::DEAD_LETTER_RETRY_SECONDS);
                     }
                 }
             }

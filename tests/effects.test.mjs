@@ -381,6 +381,40 @@ test("a refund received first but processed late (its send failed): the payment 
   }
 });
 
+test("a payment waiting for its refund at QUEUE_RETRY_BASE_SECONDS=0: its dead letters hand it back uncounted, never dead", async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), "paymos-wait-fast-"));
+  try {
+    const inv = randomId("inv_");
+    const refund = envelope("invoice.refunded", inv, { data: { order_ref: "order_wait_fast" } });
+    const lost = await startWorker({ persistDir: dir, withoutQueueProducer: true, vars: VARS() });
+    try {
+      assert.equal((await deliver(lost.url, refund)).status, 200); // its message lost
+    } finally {
+      await lost.close();
+    }
+    // retries at once: the payment's queue retries are spent in moments, waiting
+    const w = await startWorker({ persistDir: dir, vars: { ...VARS(), QUEUE_RETRY_BASE_SECONDS: "0", SWEEP_AFTER_SECONDS: "0" } });
+    try {
+      const paid = envelope("invoice.paid", inv, { data: { order_ref: "order_wait_fast" } });
+      assert.equal((await deliver(w.url, paid)).status, 200);
+      const handedBack = () => w.logs.filter((l) => l.stage === "dead_letter" && l.event_id === paid.event_id && l.outcome === "handed_back");
+      // more hand-backs than the three that bury a delivery whose failures go unrecorded
+      await eventually("four dead letters handed back", () => handedBack().length >= 4, 120000);
+      const waiting = (await admin(w.url, "GET", `/deliveries/${paid.event_id}`)).json;
+      assert.equal(waiting.outcome, null, JSON.stringify(waiting));
+      assert.equal(waiting.attempts, 0, "a wait is not a failure");
+      await w.scheduled("*/5 * * * *"); // the sweeper sends the refund
+      assert.equal((await w.processed(refund.event_id)).outcome, "applied");
+      assert.equal((await w.processed(paid.event_id)).outcome, "stale", "the refund came first: the payment ships nothing");
+      await refundedWithNothingShipped(w, inv);
+    } finally {
+      await w.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test("a payment received before its refund, both processed late (their sends failed): the payment applies, the refund cancels its fulfilment", async () => {
   const dir = await mkdtemp(path.join(tmpdir(), "paymos-paid-first-"));
   try {

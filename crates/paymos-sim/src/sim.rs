@@ -38,9 +38,6 @@ const TRACE_TAIL: usize = 60;
 const CHAOS_MAX_STEPS: usize = 6_000;
 const DRAIN_MAX_STEPS: usize = 30_000;
 
-pub const LIVEMODE_MISMATCH: &str = "livemode_mismatch";
-pub const UNKNOWN_EVENT_TYPE: &str = "unknown_event_type";
-
 /// The seed's world parameters ("swarm testing": each seed turns each fault up or off).
 #[derive(Debug, Clone)]
 struct Knobs {

@@ -179,7 +179,7 @@ fn leak(name: &'static str, sql: String, params: &'static [&'static str]) -> &'s
 /// guarded write.
 fn fixed(s: &'static Statement) -> &'static Statement {
     // the fix is in the shared statements now: they already gate on the delivery (?9)
-    if s.params.last() == Some(&"delivery") {
+    if s.params.contains(&"delivery") {
         return s;
     }
     static UPSERT: OnceLock<&'static Statement> = OnceLock::new();
@@ -217,7 +217,7 @@ fn fixed(s: &'static Statement) -> &'static Statement {
 fn with_fix(mut batch: Vec<Bound<'static>>, delivery: Option<String>) -> Vec<Bound<'static>> {
     let first = &mut batch[0];
     assert!(first.statement.name.starts_with("GUARDED_"));
-    if first.statement.params.last() == Some(&"delivery") {
+    if first.statement.params.contains(&"delivery") {
         return batch; // the shared statements carry the fix
     }
     first.statement = fixed(first.statement);

@@ -311,6 +311,11 @@ pub enum DeadLetter {
     Requeue(u32),
 }
 
+/// How long a dead letter waits to be tried again when D1 did not answer its load, or its
+/// fresh message could not be sent: the effect stays pending meanwhile (the sweeper would
+/// send it too).
+pub const DEAD_LETTER_RETRY_SECONDS: u32 = 60;
+
 pub fn dead_letter(row: Option<&DispatchRow>, now: i64) -> DeadLetter {
     let Some(row) = row else {
         return DeadLetter::Done("missing");

@@ -140,8 +140,17 @@ statement!(
     // hour the contract allows, the second never: counted, it goes dead after
     // DEAD_AFTER_RECORDED_FAILURES hand-backs instead of being handed back for ever. A
     // failure the consumer recorded keeps its text.
+    //
+    // Not a payment that waits for a refund received before it (LOAD_DELIVERIES'
+    // `refund_waiting`): its retries were spent waiting, not failing, and went as fast as
+    // QUEUE_RETRY_BASE_SECONDS lets them (at 0, three hand-backs in seconds made it dead
+    // before the sweeper could send the refund). Its wait ends with the refund's own fate:
+    // processed, ignored or dead, each of which ends the refund's `processed_at IS NULL`.
     "UPDATE webhook_delivery SET attempts = attempts + 1, last_error = coalesce(last_error, ?3) \
      WHERE event_id = ?1 AND processed_at IS NULL AND (?2 IS NULL OR generation = ?2) \
+       AND NOT (event_type IN ('invoice.paid', 'invoice.overpaid') AND ",
+    refund_waiting!("webhook_delivery.resource_id", received_by "webhook_delivery.received_at"),
+    ") \
      RETURNING attempts"
 );
 

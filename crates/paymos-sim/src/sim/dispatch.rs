@@ -33,8 +33,6 @@ use crate::rng::Rng;
 pub const EFFECTS_MAX_RETRIES: u32 = 20;
 /// The effects dead-letter queue's consumer: the platform's default.
 const EFFECTS_DLQ_MAX_RETRIES: u32 = 3;
-/// `effects::sweep`'s claim size.
-pub(super) const CLAIM_LIMIT: i64 = 100;
 /// At most this many lane actions in the final effects drain.
 const EFFECTS_DRAIN_MAX: usize = 20_000;
 /// `ORDER_SYSTEM_TIMEOUT_MS`: an answer later than this is a timeout for the dispatcher.
@@ -374,19 +372,19 @@ impl Sim<'_> {
     }
 
     /// `queue::enqueue_effect_after`: one fresh message (its own attempts), visible after
-    /// `delay_ms`; a failed send leaves the effect to the sweeper.
-    fn fx_send_after(&mut self, id: &str, delay_ms: i64) {
+    /// `delay_ms`; whether it was sent (the dispatcher leaves an unsent one to the sweeper, the
+    /// dead letter tries again).
+    fn fx_send_after(&mut self, id: &str, delay_ms: i64) -> bool {
         let l = self.label(id);
         if self.platform().send_fails(&mut self.fx.rng) {
-            self.trace(format!(
-                "effects: fresh message for {l} not sent (left to the sweeper)"
-            ));
-            return;
+            self.trace(format!("effects: fresh message for {l} not sent"));
+            return false;
         }
         self.fx.stats.effect_messages += 1;
         self.fx
             .queue
             .push(Msg::new(id.to_string(), self.now() + delay_ms));
+        true
     }
 
     /// `message.retry_in(delay)` (or an invocation that died): another attempt, or the
@@ -735,6 +733,7 @@ impl Sim<'_> {
                 Answer::Ack => self.fx_ack(m),
                 Answer::Retry(delay) => self.fx_retry(m, i64::from(delay) * 1000),
                 Answer::AckAndSendAfter(delay) => {
+                    // not sent: the sweeper sends it once the deferral is past
                     self.fx_send_after(&r.effect_id, i64::from(delay) * 1000);
                     self.fx_ack(m);
                 }
@@ -955,22 +954,30 @@ impl Sim<'_> {
                         self.trace(format!("effects dead-letter: {l} {why}"));
                     }
                     DeadLetter::Requeue(delay) => {
+                        if !self.fx_send_after(&msg.body, i64::from(delay) * 1000) {
+                            self.fx_dead_letter_retry(msg, "its fresh message not sent");
+                            return;
+                        }
                         self.fx.stats.handed_back += 1;
                         self.trace(format!(
                             "effects dead-letter: {l} handed back to the dispatcher in {delay}s"
                         ));
-                        self.fx_send_after(&msg.body, i64::from(delay) * 1000);
                     }
                 }
                 self.fx.actors.push(DActor::DeadLetter { msg, done: true });
             }
-            Err(e) => {
-                self.fx.dlq_busy = false;
-                match self.fx.dlq.retry(msg, self.now(), 60_000) {
-                    Err(_) => self.trace(format!("effects dead-letter: {l} dropped after {e}")),
-                    Ok(()) => self.trace(format!("effects dead-letter: {l} {e}; retry in 60s")),
-                }
-            }
+            Err(e) => self.fx_dead_letter_retry(msg, &e),
+        }
+    }
+
+    /// `message.retry_in(DEAD_LETTER_RETRY_SECONDS)` on the dead letter (`effects::dead_letter`).
+    fn fx_dead_letter_retry(&mut self, msg: EMsg, why: &str) {
+        let l = self.label(&msg.body);
+        self.fx.dlq_busy = false;
+        let delay = dispatch::DEAD_LETTER_RETRY_SECONDS;
+        match self.fx.dlq.retry(msg, self.now(), i64::from(delay) * 1000) {
+            Err(_) => self.trace(format!("effects dead-letter: {l} dropped after {why}")),
+            Ok(()) => self.trace(format!("effects dead-letter: {l} {why}; retry in {delay}s")),
         }
     }
 

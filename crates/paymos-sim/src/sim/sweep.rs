@@ -168,7 +168,7 @@ impl Sim<'_> {
         let kind = Kind::Effects {
             older_than: SWEEP_AFTER_SECONDS,
         };
-        let mut driver = sweeper(Chunks::new(kind, super::dispatch::CLAIM_LIMIT as u32, 3));
+        let mut driver = sweeper(Chunks::new(kind, paymos_core::actors::sweep::CHUNK, 3));
         let mut returned: Option<Returned> = None;
         loop {
             returned = Some(match driver.resume(returned) {
