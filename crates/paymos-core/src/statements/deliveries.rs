@@ -36,9 +36,8 @@ statement!(
     // (interface §3, "arrives after it" counted at receipt), `refund_waiting!`.
     "SELECT event_id, processed_at, ",
     body_column!(),
-    ", processed_at IS NULL \
-         AND event_type IN ('invoice.paid', 'invoice.overpaid') AND ",
-    refund_waiting!("webhook_delivery.resource_id", received_by "webhook_delivery.received_at"),
+    ", processed_at IS NULL AND ",
+    payment_waits_for_refund!(),
     " AS refund_waiting \
        FROM json_each(?1) AS wanted CROSS JOIN webhook_delivery \
        ON webhook_delivery.event_id = wanted.value"
@@ -148,8 +147,8 @@ statement!(
     // processed, ignored or dead, each of which ends the refund's `processed_at IS NULL`.
     "UPDATE webhook_delivery SET attempts = attempts + 1, last_error = coalesce(last_error, ?3) \
      WHERE event_id = ?1 AND processed_at IS NULL AND (?2 IS NULL OR generation = ?2) \
-       AND NOT (event_type IN ('invoice.paid', 'invoice.overpaid') AND ",
-    refund_waiting!("webhook_delivery.resource_id", received_by "webhook_delivery.received_at"),
+       AND NOT (",
+    payment_waits_for_refund!(),
     ") \
      RETURNING attempts"
 );

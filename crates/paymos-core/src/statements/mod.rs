@@ -209,6 +209,21 @@ macro_rules! refund_waiting {
     };
 }
 
+/// Whether the delivery row in `webhook_delivery` is a payment overtaken by a refund on
+/// record, received no later than it: it waits for that refund (the consumer's load) and its
+/// waiting is no failure (the dead letter's count).
+macro_rules! payment_waits_for_refund {
+    () => {
+        concat!(
+            "webhook_delivery.event_type IN ('invoice.paid', 'invoice.overpaid') AND ",
+            refund_waiting!(
+                "webhook_delivery.resource_id",
+                received_by "webhook_delivery.received_at"
+            )
+        )
+    };
+}
+
 /// An effect's columns as the admin API and the dispatcher read them.
 macro_rules! effect_columns {
     () => {
