@@ -7,7 +7,7 @@ use crate::error::AppResult;
 use crate::queue::{self, DeliveryMessage, Incoming};
 use crate::{log, sql, transition};
 use paymos_core::actors::consume::{self, Batch, Driven};
-use paymos_core::actors::sweep::{Chunks, Kind, CHUNK};
+use paymos_core::actors::sweep::{Chunks, Kind};
 use paymos_core::actors::{dead_letter, Answer};
 use paymos_core::is_valid_event_id;
 use paymos_core::rows::{ConsumeRow, DeliveryRow};
@@ -261,7 +261,7 @@ pub async fn sweep(env: &Env, budget: u32) -> AppResult<usize> {
     let kind = Kind::Deliveries {
         older_than: config::sweep_after_seconds(env),
     };
-    let chunks = Chunks::new(kind, CHUNK, (budget / 2).max(1));
+    let chunks = Chunks::within(kind, budget);
     let done = crate::sweep::drive(
         env,
         &db,

@@ -12,7 +12,7 @@ use crate::queue::{self, Incoming};
 use crate::sql;
 use futures_util::future::{select, Either};
 use paymos_core::actors::dispatch::{self, PostError, Push};
-use paymos_core::actors::sweep::{Chunks, Kind, CHUNK};
+use paymos_core::actors::sweep::{Chunks, Kind};
 use paymos_core::actors::Answer;
 use paymos_core::rows::{DispatchRow, StartedAttempt};
 use paymos_core::standard_webhooks;
@@ -327,7 +327,7 @@ pub async fn sweep(env: &Env, budget: u32) -> AppResult<usize> {
     let kind = Kind::Effects {
         older_than: config::sweep_after_seconds(env),
     };
-    let chunks = Chunks::new(kind, CHUNK, (budget / 2).max(1));
+    let chunks = Chunks::within(kind, budget);
     let done = crate::sweep::drive(env, &db, chunks, crate::sweep::Queue::Effects, None).await?;
     if let Some(e) = &done.failure {
         log::line("sweep_effects", "-", "enqueue_error", Some(e));

@@ -297,9 +297,11 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         log::line("alerts", "-", "error", Some(e.code()));
     }
     if event.cron() == RECONCILE_CRON {
-        // counters older than 8 days are summed into their totals already
+        // counters older than the health charts' window (8 days) are summed into their
+        // totals already
         let now = crate::clock::now_seconds();
-        let before = paymos_core::time::iso_minute(now - 8 * 86_400);
+        let kept = i64::from(paymos_core::admin::MAX_HISTORY_HOURS) * 3_600;
+        let before = paymos_core::time::iso_minute(now - kept);
         if let Ok(db) = sql::database(&env) {
             let _ = sql::prune_counts(&db, &before).await;
             // the health charts' samples: as long as the counter buckets

@@ -175,6 +175,12 @@ pub struct Chunks {
 }
 
 impl Chunks {
+    /// A cron sweeper's run within `budget` (D1 queries and subrequests): each chunk of
+    /// [`CHUNK`] costs a claim and a send.
+    pub fn within(kind: Kind, budget: u32) -> Chunks {
+        Chunks::new(kind, CHUNK, (budget / 2).max(1))
+    }
+
     /// `chunk` rows a claim (at most [`CHUNK`]), at most `max_chunks` claims.
     pub fn new(kind: Kind, chunk: u32, max_chunks: u32) -> Chunks {
         Chunks {
