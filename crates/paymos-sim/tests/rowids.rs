@@ -497,7 +497,8 @@ fn the_history_after_0019_is_one_b_tree_keyed_by_resource_with_every_row() {
         .chain([
             Value::Text("tok".into()),
             Value::Text("[\"refunded\"]".into()),
-            Value::Null,
+            Value::Null, // no delivery
+            Value::Null, // no refund hold
         ])
         .collect();
     let guarded = &paymos_core::statements::GUARDED_UPDATE;
