@@ -343,18 +343,41 @@ test("created, refunded, then paid: the refund overtook its payment, nothing is 
   }
 });
 
-test("a refund received first but processed late (its send failed): the payment received after it waits for it, nothing is fulfilled or sent", async () => {
-  const dir = await mkdtemp(path.join(tmpdir(), "paymos-late-refund-"));
+/**
+ * Received and committed (200) by a worker whose queue producer is missing, in this order:
+ * their messages are lost, for the sweeper to send. Then `then(dir)` on the same database;
+ * the directory is removed after.
+ */
+async function receivedWithMessagesLost(name, envelopes, then) {
+  const dir = await mkdtemp(path.join(tmpdir(), `paymos-${name}-`));
   try {
-    const inv = randomId("inv_");
-    const refund = envelope("invoice.refunded", inv, { data: { order_ref: "order_late_refund" } });
-    // received and committed (200), its queue message lost: the sweeper is to send it later
     const lost = await startWorker({ persistDir: dir, withoutQueueProducer: true, vars: VARS() });
     try {
-      assert.equal((await deliver(lost.url, refund)).status, 200);
+      for (const [i, e] of envelopes.entries()) {
+        if (i > 0) await new Promise((r) => setTimeout(r, 20)); // a later receipt, whatever the clock's grain
+        assert.equal((await deliver(lost.url, e)).status, 200);
+      }
     } finally {
       await lost.close();
     }
+    await then(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The sweeper sends the lost refund: it applies, the payment that waited for it is stale. */
+async function refundSweptPaymentStale(w, refund, paid) {
+  await w.scheduled("*/5 * * * *");
+  assert.equal((await w.processed(refund.event_id)).outcome, "applied");
+  assert.equal((await w.processed(paid.event_id)).outcome, "stale", "the refund came first: the payment ships nothing");
+  await refundedWithNothingShipped(w, paid.data.id);
+}
+
+test("a refund received first but processed late (its send failed): the payment received after it waits for it, nothing is fulfilled or sent", async () => {
+  const inv = randomId("inv_");
+  const refund = envelope("invoice.refunded", inv, { data: { order_ref: "order_late_refund" } });
+  await receivedWithMessagesLost("late-refund", [refund], async (dir) => {
     const w = await startWorker({ persistDir: dir, vars: { ...VARS(), QUEUE_RETRY_BASE_SECONDS: "1", SWEEP_AFTER_SECONDS: "0" } });
     try {
       const paid = envelope("invoice.paid", inv, { data: { order_ref: "order_late_refund" } });
@@ -369,29 +392,17 @@ test("a refund received first but processed late (its send failed): the payment 
       assert.equal(byHand.json.error, "refund_pending");
       const audited = (await admin(w.url, "GET", "/audit?action=transition")).json.data;
       assert.ok(audited.some((a) => a.target === inv && a.outcome === "conflict"), JSON.stringify(audited));
-      await w.scheduled("*/5 * * * *"); // the sweeper sends the refund
-      assert.equal((await w.processed(refund.event_id)).outcome, "applied");
-      assert.equal((await w.processed(paid.event_id)).outcome, "stale", "the refund came first: the payment ships nothing");
-      await refundedWithNothingShipped(w, inv);
+      await refundSweptPaymentStale(w, refund, paid);
     } finally {
       await w.close();
     }
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test("a payment waiting for its refund at QUEUE_RETRY_BASE_SECONDS=0: its dead letters hand it back uncounted, never dead", async () => {
-  const dir = await mkdtemp(path.join(tmpdir(), "paymos-wait-fast-"));
-  try {
-    const inv = randomId("inv_");
-    const refund = envelope("invoice.refunded", inv, { data: { order_ref: "order_wait_fast" } });
-    const lost = await startWorker({ persistDir: dir, withoutQueueProducer: true, vars: VARS() });
-    try {
-      assert.equal((await deliver(lost.url, refund)).status, 200); // its message lost
-    } finally {
-      await lost.close();
-    }
+  const inv = randomId("inv_");
+  const refund = envelope("invoice.refunded", inv, { data: { order_ref: "order_wait_fast" } });
+  await receivedWithMessagesLost("wait-fast", [refund], async (dir) => {
     // retries at once: the payment's queue retries are spent in moments, waiting
     const w = await startWorker({ persistDir: dir, vars: { ...VARS(), QUEUE_RETRY_BASE_SECONDS: "0", SWEEP_AFTER_SECONDS: "0" } });
     try {
@@ -403,33 +414,18 @@ test("a payment waiting for its refund at QUEUE_RETRY_BASE_SECONDS=0: its dead l
       const waiting = (await admin(w.url, "GET", `/deliveries/${paid.event_id}`)).json;
       assert.equal(waiting.outcome, null, JSON.stringify(waiting));
       assert.equal(waiting.attempts, 0, "a wait is not a failure");
-      await w.scheduled("*/5 * * * *"); // the sweeper sends the refund
-      assert.equal((await w.processed(refund.event_id)).outcome, "applied");
-      assert.equal((await w.processed(paid.event_id)).outcome, "stale", "the refund came first: the payment ships nothing");
-      await refundedWithNothingShipped(w, inv);
+      await refundSweptPaymentStale(w, refund, paid);
     } finally {
       await w.close();
     }
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test("a payment received before its refund, both processed late (their sends failed): the payment applies, the refund cancels its fulfilment", async () => {
-  const dir = await mkdtemp(path.join(tmpdir(), "paymos-paid-first-"));
-  try {
-    const inv = randomId("inv_");
-    const paid = envelope("invoice.paid", inv, { data: { order_ref: "order_paid_first" } });
-    const refund = envelope("invoice.refunded", inv, { data: { order_ref: "order_paid_first" } });
-    // both received and committed (200), in this order, their queue messages lost
-    const lost = await startWorker({ persistDir: dir, withoutQueueProducer: true, vars: VARS() });
-    try {
-      assert.equal((await deliver(lost.url, paid)).status, 200);
-      await new Promise((r) => setTimeout(r, 20)); // a later receipt, whatever the clock's grain
-      assert.equal((await deliver(lost.url, refund)).status, 200);
-    } finally {
-      await lost.close();
-    }
+  const inv = randomId("inv_");
+  const paid = envelope("invoice.paid", inv, { data: { order_ref: "order_paid_first" } });
+  const refund = envelope("invoice.refunded", inv, { data: { order_ref: "order_paid_first" } });
+  await receivedWithMessagesLost("paid-first", [paid, refund], async (dir) => {
     const w = await startWorker({ persistDir: dir, vars: { ...VARS(), QUEUE_RETRY_BASE_SECONDS: "1", SWEEP_AFTER_SECONDS: "0" } });
     try {
       await w.scheduled("*/5 * * * *"); // the sweeper sends both
@@ -448,9 +444,7 @@ test("a payment received before its refund, both processed late (their sends fai
     } finally {
       await w.close();
     }
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test("marked paid by hand without order_ref, then refunded: the waiting fulfilment is cancelled, nothing is sent", async () => {
