@@ -7,8 +7,8 @@ use crate::transition::{self, Change};
 use paymos_core::admin::audit::Outcome;
 use paymos_core::admin::audit::Record;
 use paymos_core::admin::Transition;
-use paymos_core::statements::{Arg, REFUND_WAITING};
-use paymos_core::{CauseKind, State};
+use paymos_core::statements::{held_for_refund, Arg, REFUND_WAITING};
+use paymos_core::CauseKind;
 use serde_json::json;
 use worker::{Env, Response};
 
@@ -31,7 +31,7 @@ pub async fn get(env: &Env, id: &str) -> AppResult<Response> {
 /// history row, and the audit row is in the transition's batch.
 pub async fn transition(env: &Env, t: &Transition, record: &Record) -> AppResult<Response> {
     let db = sql::database(env)?;
-    if matches!(t.to, State::Paid | State::Overpaid) && refund_waiting(&db, &t.resource_id).await? {
+    if held_for_refund(CauseKind::Manual, t.to) && refund_waiting(&db, &t.resource_id).await? {
         super::audit::record_after(env, record, Outcome::Conflict).await;
         return Err(AppError::Conflict(
             "refund_pending",

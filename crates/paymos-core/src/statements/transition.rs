@@ -282,10 +282,11 @@ pub struct TransitionRequest<'a> {
     pub actor: Option<&'a str>,
 }
 
-/// Whether the guarded write waits for a refund on record (GUARDED_UPSERT's ?10): an
-/// operator's or reconciliation's change into paid or overpaid.
-fn held_for_refund(r: &TransitionRequest<'_>) -> bool {
-    r.cause_kind != CauseKind::Event && matches!(r.plan.to, State::Paid | State::Overpaid)
+/// Whether a change waits for a refund on record (GUARDED_UPSERT's ?10, and the operator's
+/// 409 before it): an operator's or reconciliation's change into paid or overpaid. A
+/// delivery's payment is held at the consumer's load instead, by receipt order.
+pub fn held_for_refund(cause_kind: CauseKind, to: State) -> bool {
+    cause_kind != CauseKind::Event && matches!(to, State::Paid | State::Overpaid)
 }
 
 /// The batch (one transaction) for one guarded transition; its last statement reads back
@@ -309,7 +310,7 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
         Arg::text(r.token),
         Arg::json_list(&allowed),
         Arg::opt(r.delivery),
-        Arg::opt_int(held_for_refund(r).then_some(1)),
+        Arg::opt_int(held_for_refund(r.cause_kind, p.to).then_some(1)),
     ]));
     if r.order_ref.is_some() || r.amount.is_some() || r.currency.is_some() {
         // right after the guarded write: it reads that statement's `changes()`
