@@ -22,18 +22,16 @@
 //!   the header is present too: behind Access, the edge adds the header to every browser
 //!   request that carries the cookie, so the header alone does not show that a script sent it.
 //!
-//! The keys: fetched from `{ACCESS_TEAM_DOMAIN}/cdn-cgi/access/certs` on first use and kept
-//! per isolate; fetched again for a `kid` not among them, or after a failed fetch, at most
-//! once a minute (interface §11: a flood of tokens with made-up kids, or a team domain that is
-//! down, costs one fetch a minute), and after an hour in any case (a key the team removed
-//! stops being trusted). Each fetch times out after 5 s; requests that need keys while a fetch
-//! is under way wait for it rather than start another. A failed refresh keeps the keys already
-//! held. Keys that cannot be read at all are 401 `access_keys_unavailable`, as every other
-//! failure is (§11).
+//! The keys: fetched from `{ACCESS_TEAM_DOMAIN}/cdn-cgi/access/certs` and kept per isolate;
+//! when a request uses them, waits for another's fetch, fetches (within 5 s) or is refused is
+//! the core's (`paymos_core::access::keys`: at most one fetch a minute for an unknown `kid` or
+//! after a failure, again after an hour, a failed refresh keeping the keys held). Keys that
+//! cannot be read at all are 401 `access_keys_unavailable`, as every other failure is (§11).
 
 use crate::error::{AppError, AppResult};
 use crate::{config, log, webcrypto};
 use futures_util::future::{select, Either};
+use paymos_core::access::keys::{KeyCache, Step, FETCH_TIMEOUT_MS};
 use paymos_core::access::{
     self as rules, AccessConfig, AccessError, AccessSetting, Actor as TokenActor,
 };
@@ -268,95 +266,13 @@ async fn verify(jwt: &str, config: &AccessConfig) -> Result<TokenActor, AccessEr
 
 // ---------------------------------------------------------------- the team's keys
 
-/// A fetch of the certs document gives up after this long.
-const FETCH_TIMEOUT_MS: u64 = 5_000;
-/// At most one fetch per this long after the last one, for an unknown `kid` or after a
-/// failure (interface §11: once a minute); the first fetch is at once.
-const REFETCH_INTERVAL_MS: u64 = 60_000;
-/// Keys older than this are fetched again when next used (the old ones kept if that fails).
-const MAX_AGE_MS: u64 = 3_600_000;
 /// How often a request waiting for another's fetch looks again.
 const WAIT_STEP_MS: u64 = 25;
 
-#[derive(Default)]
-struct KeyCache {
-    /// the team domain the keys are for
-    domain: String,
-    /// `(kid, CryptoKey)`
-    keys: Vec<(String, JsValue)>,
-    /// when the keys were fetched (ms), `None` before the first successful fetch
-    loaded_at: Option<u64>,
-    /// when the last fetch started, successful or not
-    last_fetch: Option<u64>,
-    /// a fetch under way since (ms)
-    fetching_since: Option<u64>,
-    last_error: Option<String>,
-}
-
 thread_local! {
-    static KEYS: RefCell<KeyCache> = RefCell::new(KeyCache::default());
-}
-
-enum Step {
-    Use(JsValue),
-    Refuse(AccessError),
-    Wait,
-    Fetch,
-}
-
-/// The refusal when the keys do not hold `kid` and may not be fetched now.
-fn without(cache: &KeyCache, kid: &str) -> AccessError {
-    if cache.loaded_at.is_none() {
-        AccessError::KeysUnavailable(
-            cache
-                .last_error
-                .clone()
-                .unwrap_or_else(|| "not fetched yet".into()),
-        )
-    } else {
-        AccessError::key_unknown(kid)
-    }
-}
-
-fn next_step(config: &AccessConfig, kid: &str, now: u64) -> Step {
-    KEYS.with(|cache| {
-        let mut c = cache.borrow_mut();
-        if c.domain != config.team_domain {
-            *c = KeyCache {
-                domain: config.team_domain.clone(),
-                ..KeyCache::default()
-            };
-        }
-        let known = c
-            .keys
-            .iter()
-            .find(|(k, _)| k == kid)
-            .map(|(_, key)| key.clone());
-        let fresh = c
-            .loaded_at
-            .is_some_and(|t| now.saturating_sub(t) < MAX_AGE_MS);
-        if let (Some(key), true) = (&known, fresh) {
-            return Step::Use(key.clone());
-        }
-        if c.fetching_since
-            .is_some_and(|t| now.saturating_sub(t) < FETCH_TIMEOUT_MS + 1_000)
-        {
-            return Step::Wait;
-        }
-        // the first fetch at once; any other (a failed one's retry too) a minute after the last
-        let may_fetch = c
-            .last_fetch
-            .is_none_or(|t| now.saturating_sub(t) >= REFETCH_INTERVAL_MS);
-        if !may_fetch {
-            return match known {
-                Some(key) => Step::Use(key),
-                None => Step::Refuse(without(&c, kid)),
-            };
-        }
-        c.fetching_since = Some(now);
-        c.last_fetch = Some(now);
-        Step::Fetch
-    })
+    /// The team's keys, per isolate; when to use, wait, fetch or refuse is the core's
+    /// (`paymos_core::access::keys`).
+    static KEYS: RefCell<KeyCache<JsValue>> = RefCell::new(KeyCache::default());
 }
 
 /// The team's key named `kid`, as a WebCrypto `CryptoKey`.
@@ -364,7 +280,7 @@ async fn key_for(config: &AccessConfig, kid: &str) -> Result<JsValue, AccessErro
     let give_up = crate::clock::now_millis() + FETCH_TIMEOUT_MS + 2_000;
     loop {
         let now = crate::clock::now_millis();
-        match next_step(config, kid, now) {
+        match KEYS.with(|c| c.borrow_mut().step(&config.team_domain, kid, now)) {
             Step::Use(key) => return Ok(key),
             Step::Refuse(e) => return Err(e),
             Step::Wait if now < give_up => {
@@ -377,31 +293,15 @@ async fn key_for(config: &AccessConfig, kid: &str) -> Result<JsValue, AccessErro
             }
             Step::Fetch => {
                 let fetched = fetch_keys(config).await;
-                return KEYS.with(|cache| {
-                    let mut c = cache.borrow_mut();
-                    c.fetching_since = None;
-                    match fetched {
-                        Ok(keys) => {
-                            log::line(
-                                "access",
-                                "-",
-                                "keys_fetched",
-                                Some(&format!("{} keys from {}", keys.len(), config.certs_url())),
-                            );
-                            c.keys = keys;
-                            c.loaded_at = Some(crate::clock::now_millis());
-                            c.last_error = None;
-                        }
-                        Err(e) => {
-                            log::line("access", "-", "keys_unavailable", Some(&e));
-                            c.last_error = Some(e);
-                        }
+                match &fetched {
+                    Ok(keys) => {
+                        let what = format!("{} keys from {}", keys.len(), config.certs_url());
+                        log::line("access", "-", "keys_fetched", Some(&what));
                     }
-                    match c.keys.iter().find(|(k, _)| k == kid) {
-                        Some((_, key)) => Ok(key.clone()),
-                        None => Err(without(&c, kid)),
-                    }
-                });
+                    Err(e) => log::line("access", "-", "keys_unavailable", Some(e)),
+                }
+                let now = crate::clock::now_millis();
+                return KEYS.with(|c| c.borrow_mut().settle(fetched, kid, now));
             }
         }
     }

@@ -19,6 +19,8 @@
 //! make_access_vectors.py) agree to the second: expired when `exp <= now - leeway`, not yet
 //! valid when `nbf > now + leeway` or `iat > now + leeway`.
 
+pub mod keys;
+
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde_json::Value;
