@@ -24,7 +24,7 @@ pub struct Snapshot {
     pub signature_refusals_burst: i64,
     /// secret id → accepted signatures since the beginning.
     pub verified_total: BTreeMap<String, i64>,
-    pub reconciliation: Option<Value>,
+    pub reconciliation: Option<reconcile::Latest>,
     pub warnings: Vec<String>,
     /// The database's size and the archive's state (interface §10).
     pub archive: crate::archive::Status,
@@ -101,15 +101,14 @@ impl Snapshot {
 
     /// The last reconciliation as alerts read it.
     pub fn reconciliation_facts(&self) -> Option<ReconciliationFacts> {
-        let r = self.reconciliation.as_ref()?;
-        let n = |k: &str| r[k].as_array().map_or(0, |a| a.len() as i64);
+        let r = &self.reconciliation.as_ref()?.report;
         Some(ReconciliationFacts {
-            state: r["state"].as_str().unwrap_or("").to_string(),
-            ok: r["ok"].as_bool().unwrap_or(false),
+            state: r.state.clone(),
+            ok: r.ok,
             // counted on the run: the report lists only its first findings here
-            missing: r["missing_count"].as_i64().unwrap_or(0),
-            doubled: n("doubled"),
-            error: r["error"].as_str().map(str::to_string),
+            missing: r.missing_count,
+            doubled: r.doubled.len() as i64,
+            error: r.error.clone(),
         })
     }
 

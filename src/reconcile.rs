@@ -11,11 +11,12 @@ use crate::transition::{self, Change};
 use crate::{config, log, sql};
 use futures_util::future::{select, Either};
 use paymos_core::actors::reconcile::{
-    self, Ended, ProviderInvoice, ProviderPage, RunRow, Walk, CAUSE, PROVIDER_TIMEOUT_MS,
+    self, Ended, ProviderInvoice, ProviderPage, Report, RunRow, Walk, CAUSE, PROVIDER_TIMEOUT_MS,
 };
 use paymos_core::statements::Bound;
 use paymos_core::{CauseKind, ResourceKind, State};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use std::time::Duration;
 use worker::{
     AbortController, D1Database, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
@@ -124,7 +125,7 @@ async fn page_body(resp: &mut worker::Response) -> Result<Vec<u8>, String> {
 /// Runs (or continues) reconciliation within `budget` D1 queries + subrequests and returns
 /// its report; `None` when asked only to continue and no run is open (or another invocation
 /// walks one right now).
-pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value>> {
+pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Report>> {
     let db = sql::database(env)?;
     // checked before a run is opened: a deployment without the API says so every time
     let provider = match start {
@@ -172,7 +173,7 @@ pub async fn run(env: &Env, start: Start, budget: u32) -> AppResult<Option<Value
                 _ => Some(LISTED),
             };
             let report = report(&db, &run, state, error.as_deref(), listed).await?;
-            log::line("reconcile", "-", &summary(&report), error.as_deref());
+            log::line("reconcile", "-", &report.summary(), error.as_deref());
             Ok(Some(report))
         }
     }
@@ -246,57 +247,38 @@ impl reconcile::Io for Worker<'_> {
 /// them all): a run that found tens of thousands is not read whole every 5 minutes.
 pub const LISTED: u32 = 100;
 
-/// The newest run's report, as far as it got; `None` before any. `GET /admin/api/reconcile`
-/// lists every finding (`listed` None), the metrics the first [`LISTED`].
-pub async fn latest(env: &Env, listed: Option<u32>) -> AppResult<Option<Value>> {
+/// The newest run's report, as far as it got, and when it started and finished.
+#[derive(Serialize)]
+pub struct Latest {
+    #[serde(flatten)]
+    pub report: Report,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+}
+
+/// The newest run's report; `None` before any. `GET /admin/api/reconcile` lists every finding
+/// (`listed` None), the metrics the first [`LISTED`].
+pub async fn latest(env: &Env, listed: Option<u32>) -> AppResult<Option<Latest>> {
     let db = sql::database(env)?;
     let Some(last) = sql::latest_reconciliation(&db).await? else {
         return Ok(None);
     };
-    let mut v = report(&db, &last.run, &last.state, last.error.as_deref(), listed).await?;
-    v["started_at"] = json!(last.started_at);
-    v["finished_at"] = json!(last.finished_at);
-    Ok(Some(v))
+    let report = report(&db, &last.run, &last.state, last.error.as_deref(), listed).await?;
+    Ok(Some(Latest {
+        report,
+        started_at: last.started_at,
+        finished_at: last.finished_at,
+    }))
 }
 
-fn summary(report: &Value) -> String {
-    format!(
-        "run {} {}: checked {}, pages {}, missing {}, doubled {}",
-        report["run_id"],
-        report["state"].as_str().unwrap_or("-"),
-        report["checked"],
-        report["pages"],
-        report["missing_count"],
-        report["doubled"].as_array().map_or(0, Vec::len)
-    )
-}
-
-/// The contract's report `{checked, pages, missing, doubled, truncated, ok}` and more.
 async fn report(
     db: &D1Database,
     run: &RunRow,
     state: &str,
     error: Option<&str>,
     listed: Option<u32>,
-) -> AppResult<Value> {
+) -> AppResult<Report> {
     let doubled = sql::doubled_effects(db).await?;
-    let found = sql::reconciliation_report(db, run.id, listed).await?;
-    let truncated = state != "done";
-    let ok = !truncated && found.found == 0 && doubled.is_empty();
-    Ok(json!({
-        "run_id": run.id,
-        "full": run.full_walk != 0,
-        "paid_since": run.paid_since,
-        "checked": found.checked,
-        "pages": found.pages,
-        "missing": found.missing,
-        "missing_count": found.found,
-        "doubled": doubled,
-        "truncated": truncated,
-        // an unfinished run goes on in the next cron invocation (every 5 minutes)
-        "continues": state == "running",
-        "state": state,
-        "error": error,
-        "ok": ok,
-    }))
+    let (totals, missing) = sql::reconciliation_report(db, run.id, listed).await?;
+    Ok(Report::new(run, state, error, totals, missing, doubled))
 }

@@ -20,10 +20,7 @@ pub async fn now(env: &Env, full: bool, record: &Record) -> AppResult<Response> 
     )
     .await;
     let outcome = match &result {
-        Ok(Some(report)) => reconcile_outcome(
-            report["state"].as_str().unwrap_or("done"),
-            report["ok"].as_bool().unwrap_or(false),
-        ),
+        Ok(Some(report)) => reconcile_outcome(&report.state, report.ok),
         Ok(None) => Outcome::Ok,
         // another invocation walks a run (409)
         Err(AppError::Conflict(..)) => Outcome::Conflict,

@@ -3,10 +3,11 @@
 use super::{all, batch, first, DbResult, Results};
 use paymos_core::statements::{self as st, Arg};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use worker::D1Database;
 
 pub use paymos_core::actors::reconcile::RunRow;
+use paymos_core::actors::reconcile::{Doubled, Missing, Totals};
 
 /// The newest run, whatever its state, for `GET /admin/api/reconcile` and the metrics.
 pub struct LatestRun {
@@ -42,33 +43,12 @@ pub fn rows_of<T: DeserializeOwned>(results: &Results, i: usize) -> DbResult<Vec
     results.rows(i)
 }
 
-/// A run's report as far as it got: `missing` its first findings (`limit`, or all), `found`
-/// how many there are.
-pub struct ReconciliationReport {
-    pub checked: i64,
-    pub pages: i64,
-    pub found: i64,
-    pub missing: Vec<serde_json::Value>,
-}
-
+/// A run's counts and its first findings (`limit`, or all), read in one batch.
 pub async fn reconciliation_report(
     db: &D1Database,
     run_id: i64,
     limit: Option<u32>,
-) -> DbResult<ReconciliationReport> {
-    #[derive(Deserialize)]
-    struct Totals {
-        checked: i64,
-        pages: i64,
-        findings: i64,
-    }
-    #[derive(Deserialize)]
-    struct Row {
-        invoice_id: String,
-        order_ref: Option<String>,
-        brought_to_paid: Option<i64>,
-        status: Option<String>,
-    }
+) -> DbResult<(Totals, Vec<Missing>)> {
     let results = batch(
         db,
         &[
@@ -81,41 +61,18 @@ pub async fn reconciliation_report(
     )
     .await?;
     let totals: Totals = results.expect(0, "the reconciliation run's totals")?;
-    let rows: Vec<Row> = rows_of(&results, 1)?;
-    Ok(ReconciliationReport {
-        checked: totals.checked,
-        pages: totals.pages,
-        found: totals.findings,
-        missing: rows
-            .into_iter()
-            .map(|r| {
-                serde_json::json!({
-                    "id": r.invoice_id,
-                    "order_ref": r.order_ref,
-                    "brought_to_paid": r.brought_to_paid.unwrap_or(0) != 0,
-                    "status": r.status,
-                })
-            })
-            .collect(),
-    })
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct DoubledEffect {
-    pub resource_id: String,
-    pub kind: String,
-    pub count: i64,
+    Ok((totals, rows_of(&results, 1)?))
 }
 
 /// Resources with more than one effect of a kind, as the checks found them: empty by
 /// construction. Reads only what was found (`doubled_effect`), never the effect table.
-pub async fn doubled_effects(db: &D1Database) -> DbResult<Vec<DoubledEffect>> {
+pub async fn doubled_effects(db: &D1Database) -> DbResult<Vec<Doubled>> {
     all(db, st::DOUBLED_EFFECTS.bind(vec![])).await
 }
 
 /// The bounded check (the effects written since the last one), then what every check
 /// found, in one transaction.
-pub async fn check_doubled_effects(db: &D1Database) -> DbResult<Vec<DoubledEffect>> {
+pub async fn check_doubled_effects(db: &D1Database) -> DbResult<Vec<Doubled>> {
     let results = batch(db, &st::check_doubled_batch()).await?;
     // the last statement's rows (none for an empty batch)
     results.rows(results.len().saturating_sub(1))

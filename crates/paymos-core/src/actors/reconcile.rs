@@ -19,7 +19,9 @@
 //!    invocation, and let the lease go.
 
 mod drive;
+mod report;
 pub use drive::{drive, Io};
+pub use report::{Doubled, Missing, Report, Totals};
 
 use std::borrow::Cow;
 
