@@ -42,6 +42,7 @@ use paymos_core::statements::Bound;
 use paymos_core::{ResourceKind, State, TransitionPlan};
 
 pub use db::{Db, Edits, Fault};
+pub use sim::archive::ArchiveStats;
 pub use sim::dispatch::EffectStats;
 
 /// See [`Mutations::batch`].
@@ -98,6 +99,8 @@ pub struct Stats {
     pub sim_seconds: i64,
     /// The effects outbox's dispatcher and the order system.
     pub effects: EffectStats,
+    /// The archive's runs and restores.
+    pub archive: ArchiveStats,
 }
 }
 

@@ -144,6 +144,15 @@ fn main() -> ExitCode {
         e.fulfilled_revocation_dead,
         e.awaiting_order_ref_at_end
     );
+    let a = &s.archive;
+    out!(
+        "archive: {} runs ({} failed), {} objects, {} bodies archived, {} restored by replays",
+        a.runs,
+        a.failed_runs,
+        a.objects,
+        a.archived,
+        a.restored
+    );
     if summary.failures.is_empty() {
         out!("ok: no invariant violated");
         return ExitCode::SUCCESS;

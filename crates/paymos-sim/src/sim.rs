@@ -19,6 +19,7 @@ use crate::rng::Rng;
 use crate::world::{self, World};
 use crate::{Options, Report, Stats};
 
+pub mod archive;
 mod checks;
 mod consume;
 pub mod dispatch;
@@ -294,6 +295,8 @@ pub struct Sim<'o> {
     fx: dispatch::Fx,
     /// How the last reconciliation walk ended (`reconcile.rs`).
     last_reconcile: Option<paymos_core::actors::reconcile::Ended>,
+    /// The archive's runs and its bucket (`archive.rs`): its own lane.
+    ax: archive::Ax,
 }
 
 fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
@@ -322,6 +325,8 @@ impl<'o> Sim<'o> {
         let xrng = root.fork();
         // the consumers' draws (tokens, license codes), forked after every other stream
         let drng = root.fork();
+        // the archive's lane, forked after all of them
+        let arng = root.fork();
         let world = world::generate(&mut wrng, start);
         let mut k = Knobs::draw(&mut krng, start);
         k.consumer_batch = brng.range(1, 3) as usize;
@@ -399,6 +404,7 @@ impl<'o> Sim<'o> {
         let n_d = world.deliveries.len();
         let n_r = world.resources.len();
         let fx = dispatch::Fx::new(xrng, start, chaos_end);
+        let ax = archive::Ax::new(arng, start);
         let mut sim = Sim {
             opts,
             world,
@@ -435,6 +441,7 @@ impl<'o> Sim<'o> {
             violations: Vec::new(),
             fx,
             last_reconcile: None,
+            ax,
         };
         sim.trace(format!(
             "world: {} resources, {} deliveries over {} endpoint(s); knobs {:?}",
@@ -445,6 +452,8 @@ impl<'o> Sim<'o> {
         ));
         let fx = sim.fx.describe();
         sim.trace(fx);
+        let ax = sim.ax.describe();
+        sim.trace(ax);
         for r in &sim.world.resources.clone() {
             let evs: Vec<String> = r
                 .events
@@ -667,12 +676,17 @@ impl<'o> Sim<'o> {
             .chain(std::iter::once(self.next_cron))
             .chain(self.chaos.then_some(self.chaos_end))
             .chain(self.fx_next_time())
+            .chain(self.ax_next_time())
             .min()
     }
 
     fn step(&mut self) -> bool {
         // the dispatcher's lane first: one action if one is due (its own stream, not a step)
         if self.fx_step() {
+            self.check_touched();
+        }
+        // and the archive's
+        if self.ax_step() {
             self.check_touched();
         }
         let cands = self.candidates();
@@ -1001,13 +1015,8 @@ impl<'o> Sim<'o> {
     /// `POST /admin/api/deliveries/{id}/replay`: the reset (then the send, a later step).
     fn replay_reset(&mut self, d: usize) {
         let id = self.eid(d).to_string();
-        let ex = self.write_delivery_batch(d, Who::Reset, &st::replay_batch(&id));
-        if ex.committed {
-            self.stats.replays += 1;
-        }
-        match ex.result {
-            Ok(rows) => {
-                let g = rows[0].int(0, "generation");
+        match self.reset_for_replay(d) {
+            Ok(g) => {
                 self.trace(format!("operator: replay {id} → generation {g:?}"));
                 self.actors.push(Actor::Replay {
                     d: Some(d),
@@ -1357,14 +1366,8 @@ impl<'o> Sim<'o> {
                 self.check_tally("after the dismissals");
                 for d in dead {
                     self.trace(format!("operator: replay dead {}", self.eid(d)));
-                    let id = self.eid(d).to_string();
-                    let ex = self.db.batch(&st::replay_batch(&id), Fault::None);
-                    self.touched_d.push((d, Who::Reset));
-                    self.stats.replays += 1;
-                    let g = ex
-                        .result
-                        .ok()
-                        .and_then(|r| r.last().and_then(|x| x.int(0, "generation")));
+                    // faults are off: the reset (and its restore, when archived) commits
+                    let g = self.reset_for_replay(d).ok().flatten();
                     self.replay(Some(d), g);
                 }
                 self.check_touched();

@@ -138,6 +138,13 @@ fn thousands_of_seeds_hold_every_invariant() {
         e.dispatch_d1_failures > 100 && e.claimed > 50 && e.redelivered > 50,
         "{e:?}"
     );
+    // the archive archives, fails, and gives bodies back to replays
+    let a = &s.archive;
+    eprintln!("archive: {a:?}");
+    assert!(
+        a.archived > 1_000 && a.failed_runs > 100 && a.restored > 50,
+        "{a:?}"
+    );
     // the world the seeds built is adversarial enough to mean something
     assert!(s.deliveries > 10 * SEEDS as usize);
     assert!(s.dead_lettered > 100, "dead letters: {}", s.dead_lettered);
@@ -598,4 +605,57 @@ fn health_checks_read_no_table_whole() {
         }
         assert!(whole.is_empty(), "{}: {whole:?} in {plan:#?}", s.name);
     }
+}
+
+// ---------------------------------------------------------------- the archive
+
+/// The archive's removal without its `processed_at` condition: a delivery replayed between
+/// its chunk's load and the removal loses its body to an object its row no longer matches.
+fn removal_ignoring_replays(s: &'static Statement) -> Option<String> {
+    let condition = " \
+         AND processed_at = json_extract(?1, '$.\"' || event_id || '\"')";
+    matches!(s.name, "DROP_BODY_ROWS" | "REMOVE_ARCHIVED_BODIES").then(|| {
+        assert!(
+            s.sql.contains(condition),
+            "{} changed: update this mutation",
+            s.name
+        );
+        s.sql.replace(condition, "")
+    })
+}
+
+/// A replay's restore that puts nothing back.
+fn restore_doing_nothing(s: &'static Statement) -> Option<String> {
+    (s.name == "RESTORE_BODY").then(|| format!("{} AND 0", s.sql))
+}
+
+/// (9) The archive (interface §10): a body leaves D1 only for a verified object, only while
+/// its delivery is processed as its line says, and a replay gets it back.
+#[test]
+fn teeth_archive_mutations_are_caught() {
+    assert_caught(
+        "the removal ignoring replays",
+        Mutations {
+            edits: Edits {
+                sql: Some(removal_ignoring_replays),
+                ..Edits::default()
+            },
+            ..Mutations::default()
+        },
+        &[
+            &["archived while unprocessed"],
+            &["stored body does not parse"],
+        ],
+    );
+    assert_caught(
+        "a restore that restores nothing",
+        Mutations {
+            edits: Edits {
+                sql: Some(restore_doing_nothing),
+                ..Edits::default()
+            },
+            ..Mutations::default()
+        },
+        &[&["replay left"], &["at quiescence"]],
+    );
 }

@@ -4,7 +4,7 @@
 //! deliveries' runs make one call per scheduler step; the effects sweeper runs whole in one
 //! action of its lane.
 
-use paymos_core::actors::archive::ArchivedInChunk;
+use paymos_core::actors::archive::{ArchivedInChunk, MAX_RESTORE_OBJECTS};
 use paymos_core::actors::sweep::{self, Chunks, Claimed, Kind, ReplayFilter, Summary};
 use paymos_core::statements::Bound;
 
@@ -16,13 +16,15 @@ use crate::db::Fault;
 #[derive(Debug)]
 pub(super) enum Call {
     Claim(Vec<Bound<'static>>),
+    LookUpArchived(Bound<'static>),
+    RestoreAndClaim(Vec<(String, String)>, Vec<Bound<'static>>),
     Send(Vec<Claimed>),
 }
 
 pub(super) type Sweeper = Coroutine<Call, Result<Summary, String>>;
 
-/// A chunked run's I/O in the simulated world. It never restores: no replay of the simulated
-/// world is asked to read bodies back from an archive (`Chunks::restoring` is not used).
+/// A chunked run's I/O in the simulated world; a bulk replay restores from the archive's
+/// bucket (`archive.rs`) when the seed archives.
 struct Io(Port<Call>);
 
 impl sweep::Io for Io {
@@ -32,16 +34,16 @@ impl sweep::Io for Io {
     }
     async fn look_up_archived(
         &mut self,
-        _: Bound<'static>,
+        b: Bound<'static>,
     ) -> Result<Vec<ArchivedInChunk>, String> {
-        unreachable!("no replay restores from an archive in the simulation")
+        self.0.call(Call::LookUpArchived(b)).await
     }
     async fn restore_and_claim(
         &mut self,
-        _: Vec<(String, String)>,
-        _: Vec<Bound<'static>>,
+        archived: Vec<(String, String)>,
+        claim: Vec<Bound<'static>>,
     ) -> Result<Vec<Claimed>, String> {
-        unreachable!("no replay restores from an archive in the simulation")
+        self.0.call(Call::RestoreAndClaim(archived, claim)).await
     }
     async fn send(&mut self, rows: Vec<Claimed>) -> (usize, Option<String>) {
         self.0.call(Call::Send(rows)).await
@@ -72,7 +74,8 @@ impl Sim<'_> {
         self.chunked(Run::Sweep, sweeper(chunks), None);
     }
 
-    /// `POST /admin/api/deliveries/replay {status}`: chunks of 2, at most 4 per call.
+    /// `POST /admin/api/deliveries/replay {status}`: chunks of 2, at most 4 per call; with the
+    /// archive on, restoring (the Worker restores when its count finds archived rows).
     pub(super) fn start_bulk_replay(&mut self, status: &'static str) {
         let kind = Kind::Replay {
             filter: ReplayFilter {
@@ -81,7 +84,11 @@ impl Sim<'_> {
             },
             after: None,
         };
-        self.chunked(Run::BulkReplay, sweeper(Chunks::new(kind, 2, 4)), None);
+        let mut chunks = Chunks::new(kind, 2, 4);
+        if self.ax.on {
+            chunks = chunks.restoring(MAX_RESTORE_OBJECTS);
+        }
+        self.chunked(Run::BulkReplay, sweeper(chunks), None);
     }
 
     /// One call of a run: a claim or a send. A claim that failed ends the run at the next
@@ -102,6 +109,13 @@ impl Sim<'_> {
                 return;
             }
             Resumed::Asks(Call::Claim(b)) => Box::new(self.claim(&b, who, run)),
+            Resumed::Asks(Call::LookUpArchived(b)) => Box::new(self.look_up_archived(&b)),
+            Resumed::Asks(Call::RestoreAndClaim(archived, claim)) => {
+                let claimed = self
+                    .restore_batch(&archived, claim)
+                    .and_then(|batch| self.claim(&batch, who, run));
+                Box::new(claimed)
+            }
             Resumed::Asks(Call::Send(rows)) => Box::new(self.send_claimed(&rows, who, run)),
         };
         let returned = Some(returned);
@@ -143,6 +157,13 @@ impl Sim<'_> {
         rows
     }
 
+    /// A restoring replay's look-up of its chunk's archived rows.
+    fn look_up_archived(&mut self, b: &Bound<'static>) -> Result<Vec<ArchivedInChunk>, String> {
+        let fault = self.fault_read();
+        let rows = self.db.run(b, fault).result?;
+        rows.last().cloned().unwrap_or_default().to()
+    }
+
     fn send_claimed(&mut self, rows: &[Claimed], who: &str, run: Run) -> (usize, Option<String>) {
         let msgs = rows
             .iter()
@@ -174,6 +195,9 @@ impl Sim<'_> {
             returned = Some(match driver.resume(returned) {
                 Resumed::Done(_) => return,
                 Resumed::Asks(Call::Claim(b)) => Box::new(self.fx_claim(&b)),
+                Resumed::Asks(Call::LookUpArchived(_) | Call::RestoreAndClaim(..)) => {
+                    unreachable!("the effects sweeper restores nothing")
+                }
                 Resumed::Asks(Call::Send(rows)) => {
                     let ids: Vec<String> = rows.into_iter().map(|r| r.id).collect();
                     self.fx_send(&ids, "the sweeper");
