@@ -126,7 +126,8 @@ fn main() -> ExitCode {
          failures, {} claimed by the sweeper, {} redelivered, {} dead by the ladder, {} dead \
          letters handed back, {} fulfilments cancelled by their refund ({} of them also revoked: \
          attempted), {} fulfilments taken whose revocation is dead by its ladder, {} \
-         fulfilments awaiting their order_ref at the end",
+         fulfilments awaiting their order_ref at the end; pull mode: {} polls of the feed, {} \
+         acks",
         e.effects,
         e.effect_messages,
         e.posts,
@@ -142,7 +143,9 @@ fn main() -> ExitCode {
         e.cancelled,
         e.cancelled_and_revoked,
         e.fulfilled_revocation_dead,
-        e.awaiting_order_ref_at_end
+        e.awaiting_order_ref_at_end,
+        e.pull_polls,
+        e.pull_acks
     );
     let a = &s.archive;
     out!(

@@ -23,6 +23,7 @@ pub mod archive;
 mod checks;
 mod consume;
 pub mod dispatch;
+mod pull;
 mod reconcile;
 mod sweep;
 
@@ -297,6 +298,8 @@ pub struct Sim<'o> {
     last_reconcile: Option<paymos_core::actors::reconcile::Ended>,
     /// The archive's runs and its bucket (`archive.rs`): its own lane.
     ax: archive::Ax,
+    /// Pull mode's order system (`pull.rs`), in the effects' lane in place of the dispatcher.
+    pl: pull::Puller,
 }
 
 fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
@@ -327,6 +330,8 @@ impl<'o> Sim<'o> {
         let drng = root.fork();
         // the archive's lane, forked after all of them
         let arng = root.fork();
+        // pull mode's, after that
+        let prng = root.fork();
         let world = world::generate(&mut wrng, start);
         let mut k = Knobs::draw(&mut krng, start);
         k.consumer_batch = brng.range(1, 3) as usize;
@@ -405,6 +410,7 @@ impl<'o> Sim<'o> {
         let n_r = world.resources.len();
         let fx = dispatch::Fx::new(xrng, start, chaos_end);
         let ax = archive::Ax::new(arng, start);
+        let pl = pull::Puller::new(prng, start);
         let mut sim = Sim {
             opts,
             world,
@@ -442,6 +448,7 @@ impl<'o> Sim<'o> {
             fx,
             last_reconcile: None,
             ax,
+            pl,
         };
         sim.trace(format!(
             "world: {} resources, {} deliveries over {} endpoint(s); knobs {:?}",
@@ -454,6 +461,8 @@ impl<'o> Sim<'o> {
         sim.trace(fx);
         let ax = sim.ax.describe();
         sim.trace(ax);
+        let pl = sim.pl.describe();
+        sim.trace(pl);
         for r in &sim.world.resources.clone() {
             let evs: Vec<String> = r
                 .events
@@ -479,6 +488,24 @@ impl<'o> Sim<'o> {
 
     fn now(&self) -> i64 {
         clock::now_ms()
+    }
+
+    /// The effects' lane: the dispatcher and its order system, or in pull mode the order
+    /// system that polls the feed.
+    fn effects_step(&mut self) -> bool {
+        if self.pl.on {
+            self.pull_step()
+        } else {
+            self.fx_step()
+        }
+    }
+
+    fn effects_next_time(&self) -> Option<i64> {
+        if self.pl.on {
+            self.pull_next_time()
+        } else {
+            self.fx_next_time()
+        }
     }
 
     fn trace(&mut self, line: String) {
@@ -675,14 +702,14 @@ impl<'o> Sim<'o> {
             .chain(ops)
             .chain(std::iter::once(self.next_cron))
             .chain(self.chaos.then_some(self.chaos_end))
-            .chain(self.fx_next_time())
+            .chain(self.effects_next_time())
             .chain(self.ax_next_time())
             .min()
     }
 
     fn step(&mut self) -> bool {
         // the dispatcher's lane first: one action if one is due (its own stream, not a step)
-        if self.fx_step() {
+        if self.effects_step() {
             self.check_touched();
         }
         // and the archive's
@@ -1048,7 +1075,7 @@ impl<'o> Sim<'o> {
                 cause_kind: CauseKind::Manual,
                 cause: reason,
                 delivery: None,
-                pull: false,
+                pull: self.pl.on,
             },
         );
         self.stats.manual += 1;

@@ -138,6 +138,8 @@ fn thousands_of_seeds_hold_every_invariant() {
         e.dispatch_d1_failures > 100 && e.claimed > 50 && e.redelivered > 50,
         "{e:?}"
     );
+    // pull mode's order system polls, takes and acknowledges
+    assert!(e.pull_polls > 1_000 && e.pull_acks > 300, "{e:?}");
     // the archive archives, fails, and gives bodies back to replays
     let a = &s.archive;
     eprintln!("archive: {a:?}");
@@ -657,5 +659,30 @@ fn teeth_archive_mutations_are_caught() {
             ..Mutations::default()
         },
         &[&["replay left"], &["at quiescence"]],
+    );
+}
+
+/// Pull mode's feed serving without marking what it served: a refund then takes a fulfilment
+/// the order system already pulled for one never sent, and cancels it without a revocation.
+fn serving_unmarked(s: &'static Statement) -> Option<String> {
+    matches!(s.name, "MARK_SERVED" | "MARK_SERVED_BY_DISPATCH").then(|| {
+        "UPDATE effect SET attempts = attempts WHERE 0 AND coalesce(?1, ?2, ?3, ?4)".into()
+    })
+}
+
+/// (10) Pull mode (interface §7): what the feed serves, the order system may hold, so a refund
+/// after it revokes.
+#[test]
+fn teeth_pull_mode_serving_unmarked_is_caught() {
+    assert_caught(
+        "the feed serving without its mark",
+        Mutations {
+            edits: Edits {
+                sql: Some(serving_unmarked),
+                ..Edits::default()
+            },
+            ..Mutations::default()
+        },
+        &[&["(h)", "no revocation reached it"]],
     );
 }

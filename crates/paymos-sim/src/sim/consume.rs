@@ -71,7 +71,7 @@ impl Sim<'_> {
             } else {
                 Ok(Mode::Live)
             },
-            pull: false,
+            pull: self.pl.on,
             retry_base: RETRY_BASE_SECONDS,
             plan: self.opts.mutations.plan,
             edit: self.opts.mutations.batch,

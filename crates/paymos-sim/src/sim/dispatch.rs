@@ -176,6 +176,10 @@ pub struct EffectStats {
     pub fulfilled_revocation_dead: usize,
     /// Fulfilments left pending at the end because their order_ref was never learned.
     pub awaiting_order_ref_at_end: usize,
+    /// Pull mode (`pull.rs`): the order system's polls of the feed, and its acks that
+    /// marked an effect delivered.
+    pub pull_polls: usize,
+    pub pull_acks: usize,
 }
 }
 
@@ -774,6 +778,22 @@ impl Sim<'_> {
             self.trace(format!("order system: POST {l} → 503"));
             return Err(PostError::Status(503));
         }
+        self.taken(id, resource, kind);
+        if self.fx_chaos() && self.fx.rng.chance(self.fx.p_timeout) {
+            self.trace(format!(
+                "order system: POST {l} taken, the answer is lost (timeout)"
+            ));
+            return Err(PostError::Timeout {
+                ms: TIMEOUT_MS as u64,
+            });
+        }
+        self.trace(format!("order system: POST {l} → 200"));
+        Ok(())
+    }
+
+    /// The order system has effect `id` (a POST it took, or a feed page it pulled), checked
+    /// against what it took before.
+    pub(super) fn taken(&mut self, id: &str, resource: String, kind: String) {
         // (d) exactly once per effect id at the business level
         if self
             .fx
@@ -806,16 +826,6 @@ impl Sim<'_> {
             kind,
             resource,
         });
-        if self.fx_chaos() && self.fx.rng.chance(self.fx.p_timeout) {
-            self.trace(format!(
-                "order system: POST {l} taken, the answer is lost (timeout)"
-            ));
-            return Err(PostError::Timeout {
-                ms: TIMEOUT_MS as u64,
-            });
-        }
-        self.trace(format!("order system: POST {l} → 200"));
-        Ok(())
     }
 
     // ------------------------------------------------------------------ invariants
@@ -851,7 +861,7 @@ impl Sim<'_> {
         }
     }
 
-    fn refunded(&mut self, label: &str) -> bool {
+    pub(super) fn refunded(&mut self, label: &str) -> bool {
         let resource = label.split(':').next().unwrap_or_default();
         self.db
             .read(&(st::LOAD_RESOURCE.bind(vec![Arg::text(resource)])).into_owned())
@@ -909,7 +919,7 @@ impl Sim<'_> {
     }
 
     /// (b) an effect recorded `delivered` was received at least once.
-    fn check_delivered_received(&mut self, when: &str) {
+    pub(super) fn check_delivered_received(&mut self, when: &str) {
         let rows = self.db.inspect(
             "SELECT effect_id, resource_id, kind FROM effect WHERE dispatch = 'delivered'",
         );
@@ -1052,13 +1062,14 @@ impl Sim<'_> {
     /// After the deliveries' final checks: faults off, the order system healthy; the lane
     /// runs (the sweeper at its cron times) until nothing is queued and the sweeper finds
     /// nothing to claim. Then (b), (c) and (h).
-    pub(super) fn effects_drain_and_check(&mut self) {
-        self.trace("— effects: drain with the order system healthy —".into());
+    /// The dispatcher's lane until nothing is queued, in flight or claimable; `false` when it
+    /// does not converge (a violation) or a check failed.
+    fn push_drain(&mut self) -> bool {
         let mut actions = 0;
         let mut swept_idle = false;
         loop {
             if !self.violations.is_empty() {
-                return;
+                return false;
             }
             if actions > EFFECTS_DRAIN_MAX {
                 let pending = self.db.inspect(
@@ -1076,7 +1087,7 @@ impl Sim<'_> {
                     self.fx.dlq.len(),
                     pending.join(", ")
                 ));
-                return;
+                return false;
             }
             if self.fx_step() {
                 actions += 1;
@@ -1104,6 +1115,19 @@ impl Sim<'_> {
             let t = self.fx_next_time().unwrap_or(self.now() + 1);
             clock::set_now_ms(t.max(self.now() + 1));
         }
+        true
+    }
+
+    pub(super) fn effects_drain_and_check(&mut self) {
+        self.trace("— effects: drain with the order system healthy —".into());
+        let drained = if self.pl.on {
+            self.pull_drain()
+        } else {
+            self.push_drain()
+        };
+        if !drained {
+            return;
+        }
         self.check_delivered_received("at quiescence");
         self.check_settled();
         self.check_refunds_reach_the_order_system();
@@ -1127,7 +1151,7 @@ impl Sim<'_> {
 
     /// (c) at quiescence every effect is delivered, dead or cancelled (none forgotten pending),
     /// but a fulfilment whose order_ref was never learned (by design it waits for it).
-    fn check_settled(&mut self) {
+    pub(super) fn check_settled(&mut self) {
         let rows = self.db.inspect(
             "SELECT resource_id, kind, dispatch, order_ref, attempts, last_error FROM effect \
              ORDER BY id",
@@ -1156,7 +1180,7 @@ impl Sim<'_> {
     /// revocation it took: a refund always reaches whoever may ship the goods. A revocation
     /// dead by its own ladder (16 hours of failures, checked by (g)) is visible, alerted and
     /// redeliverable: counted, not a violation.
-    fn check_refunds_reach_the_order_system(&mut self) {
+    pub(super) fn check_refunds_reach_the_order_system(&mut self) {
         let refunded = self
             .db
             .inspect("SELECT id FROM resource WHERE kind = 'invoice' AND status = 'refunded'");

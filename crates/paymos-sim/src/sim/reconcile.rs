@@ -119,7 +119,7 @@ impl Sim<'_> {
                 cause_kind: paymos_core::CauseKind::Reconciliation,
                 cause: CAUSE.to_string(),
                 delivery: None,
-                pull: false,
+                pull: self.pl.on,
             },
         )?;
         self.stats.reconciled += 1;
