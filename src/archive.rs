@@ -583,14 +583,8 @@ async fn read_bodies(
     bucket: &R2,
     rows: &[(String, String)],
 ) -> AppResult<Vec<(String, String, String)>> {
-    let mut keys: Vec<&str> = Vec::new();
-    for (_, key) in rows {
-        if !keys.contains(&key.as_str()) {
-            keys.push(key);
-        }
-    }
     let mut out = Vec::with_capacity(rows.len());
-    for key in keys {
+    for key in core::objects_to_read(rows) {
         let (bytes, recorded) = r2_get(bucket, key)
             .await
             .map_err(|e| AppError::Archive(format!("{key} could not be read: {e}")))?
@@ -599,15 +593,7 @@ async fn read_bodies(
         let text = gunzip(&bytes)
             .await
             .map_err(|e| AppError::Archive(format!("{key} does not gunzip: {e}")))?;
-        let ids: Vec<&str> = rows
-            .iter()
-            .filter(|(_, k)| k == key)
-            .map(|(id, _)| id.as_str())
-            .collect();
-        let bodies = core::bodies_in(key, &text, &ids).map_err(AppError::Archive)?;
-        for (id, body) in ids.into_iter().zip(bodies) {
-            out.push((id.to_string(), key.to_string(), body));
-        }
+        out.extend(core::bodies_of_object(key, &text, rows).map_err(AppError::Archive)?);
     }
     Ok(out)
 }

@@ -814,6 +814,38 @@ pub fn bodies_in(key: &str, text: &str, event_ids: &[&str]) -> Result<Vec<String
         .collect()
 }
 
+/// The objects a restore of `rows` (event id, archive key) reads, each once, in the order
+/// of the rows.
+pub fn objects_to_read(rows: &[(String, String)]) -> Vec<&str> {
+    let mut keys: Vec<&str> = Vec::new();
+    for (_, key) in rows {
+        if !keys.contains(&key.as_str()) {
+            keys.push(key);
+        }
+    }
+    keys
+}
+
+/// The bodies of those of `rows` that object `key` holds, as `(event id, key, body)`, from
+/// its text (checked with [`check_object`] and gunzipped by the driver).
+pub fn bodies_of_object(
+    key: &str,
+    text: &str,
+    rows: &[(String, String)],
+) -> Result<Vec<(String, String, String)>, String> {
+    let ids: Vec<&str> = rows
+        .iter()
+        .filter(|(_, k)| k == key)
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let bodies = bodies_in(key, text, &ids)?;
+    Ok(ids
+        .into_iter()
+        .zip(bodies)
+        .map(|(id, body)| (id.to_string(), key.to_string(), body))
+        .collect())
+}
+
 /// An object read back for a restore: the SHA-256 its metadata records must be that of the
 /// bytes (an object not written by this receiver, or damaged, is not restored from).
 pub fn check_object(key: &str, bytes: &[u8], recorded_sha256: Option<&str>) -> Result<(), String> {

@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 
 use paymos_core::actors::archive::{
-    bodies_in, check_object, Line, Object, ReadBack, Run, RunRow, RunState, Settings, Start, Step,
-    MIN_SHARE, REMOVED_AT,
+    bodies_of_object, check_object, objects_to_read, Line, Object, ReadBack, Run, RunRow, RunState,
+    Settings, Start, Step, MIN_SHARE, REMOVED_AT,
 };
 use paymos_core::actors::sweep::restore_statement;
 use paymos_core::statements::{self as st, Arg, Bound};
@@ -343,14 +343,8 @@ impl Sim<'_> {
         &self,
         rows: &[(String, String)],
     ) -> Result<Vec<(String, String, String)>, String> {
-        let mut keys: Vec<&str> = Vec::new();
-        for (_, key) in rows {
-            if !keys.contains(&key.as_str()) {
-                keys.push(key);
-            }
-        }
         let mut out = Vec::with_capacity(rows.len());
-        for key in keys {
+        for key in objects_to_read(rows) {
             let stored = self
                 .ax
                 .bucket
@@ -358,15 +352,7 @@ impl Sim<'_> {
                 .ok_or_else(|| format!("{key} is not in the archive"))?;
             check_object(key, &stored.bytes, Some(&stored.sha256))?;
             let text = gunzip(&stored.bytes)?;
-            let ids: Vec<&str> = rows
-                .iter()
-                .filter(|(_, k)| k == key)
-                .map(|(id, _)| id.as_str())
-                .collect();
-            let bodies = bodies_in(key, &text, &ids)?;
-            for (id, body) in ids.into_iter().zip(bodies) {
-                out.push((id.to_string(), key.to_string(), body));
-            }
+            out.extend(bodies_of_object(key, &text, rows)?);
         }
         Ok(out)
     }

@@ -565,6 +565,31 @@ fn bodies_are_read_back_from_an_object_whose_checksum_holds() {
 }
 
 #[test]
+fn a_restore_reads_each_object_once_and_takes_its_own_rows_from_it() {
+    let row = |id: &str, key: &str| (id.to_string(), key.to_string());
+    let rows = [row("evt_a", "k1"), row("evt_b", "k2"), row("evt_c", "k1")];
+    assert_eq!(objects_to_read(&rows), ["k1", "k2"]);
+    let text = ndjson(&[
+        line("evt_a", "2026-01-01T00:00:00.000Z"),
+        line("evt_c", "2026-01-01T00:00:00.000Z"),
+    ]);
+    let body = |id: &str| line(id, "x").body;
+    assert_eq!(
+        bodies_of_object("k1", &text, &rows).unwrap(),
+        [
+            ("evt_a".into(), "k1".into(), body("evt_a")),
+            ("evt_c".into(), "k1".into(), body("evt_c"))
+        ]
+    );
+    // a row that names the object and is not in it
+    let rows = [row("evt_a", "k1"), row("evt_z", "k1")];
+    assert_eq!(
+        bodies_of_object("k1", &text, &rows).unwrap_err(),
+        "evt_z is not in k1"
+    );
+}
+
+#[test]
 fn a_replay_chunk_is_cut_before_a_fifth_object() {
     let a = |id: &str, key: &str, pos| ArchivedInChunk {
         event_id: id.into(),
