@@ -236,4 +236,69 @@ mod tests {
             ["MARK_DEAD", "LOAD_DELIVERY", "COUNT_HAND_BACK"]
         );
     }
+
+    /// The delivery's row as `MARK_DEAD` finds it: it returns the row (and marks it dead)
+    /// only if the row is unprocessed, of the message's generation, and has at least
+    /// `min_failures` failures recorded; logs what was asked.
+    struct Table {
+        row: DeliveryRow,
+        asked: Vec<&'static str>,
+    }
+
+    impl Io for Table {
+        type Error = ();
+        async fn mark(&mut self, b: Bound<'static>) -> Result<bool, ()> {
+            self.asked.push(b.statement.name);
+            assert!(
+                b.statement.sql.contains("AND attempts >= ?3"),
+                "the WHERE read below"
+            );
+            let generation = match b.args[1] {
+                Arg::Null => true,
+                Arg::Int(g) => g == self.row.generation,
+                _ => panic!("{b:?}"),
+            };
+            let Arg::Int(min_failures) = b.args[2] else {
+                panic!("{b:?}")
+            };
+            Ok(self.row.processed_at.is_none() && generation && self.row.attempts >= min_failures)
+        }
+        async fn load(&mut self, _: &str) -> Result<Option<DeliveryRow>, ()> {
+            self.asked.push("LOAD_DELIVERY");
+            Ok(Some(self.row.clone()))
+        }
+        async fn count(&mut self, b: Bound<'static>) -> Result<(), ()> {
+            self.asked.push(b.statement.name);
+            Ok(())
+        }
+    }
+
+    /// docs/decisions.md, "The dead letter": dead only with 3 failures recorded on its row in
+    /// this generation; one or two (an outage's hand-back, a consumer that died once or twice)
+    /// hand it back.
+    #[test]
+    fn a_delivery_goes_dead_at_its_third_recorded_failure_not_before() {
+        let m = Mutation::default();
+        for failures in [1, 2] {
+            let mut t = Table {
+                row: row(false, 4, failures),
+                asked: Vec::new(),
+            };
+            let v = crate::actors::run_at_once(decide(&mut t, "evt_1", Some(4), &m));
+            assert_eq!(
+                v,
+                Ok(Verdict::HandBack {
+                    generation: Some(4)
+                }),
+                "{failures} failures recorded"
+            );
+            assert_eq!(t.asked, ["MARK_DEAD", "LOAD_DELIVERY", "COUNT_HAND_BACK"]);
+        }
+        let mut t = Table {
+            row: row(false, 4, 3),
+            asked: Vec::new(),
+        };
+        let v = crate::actors::run_at_once(decide(&mut t, "evt_1", Some(4), &m));
+        assert_eq!((v, t.asked), (Ok(Verdict::Dead), vec!["MARK_DEAD"]));
+    }
 }

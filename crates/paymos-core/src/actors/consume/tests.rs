@@ -319,3 +319,36 @@ fn transitions(b: &mut Batch, rows: Vec<ConsumeRow>, n: usize, why: &str) -> Vec
     assert_eq!(read_backs.count(), n, "{why}");
     statements
 }
+
+#[test]
+fn a_payment_waits_for_a_refund_on_record_even_after_another_transition_of_its_invoice() {
+    // only a refund decided before it lets the payment through: another event of the same
+    // invoice earlier in the batch decides nothing about the refund (interface §3)
+    for earlier in ["invoice.confirming", "invoice.partially_paid"] {
+        let mut b = Batch::new(
+            vec![msg("evt_earlier", 1), msg("evt_paid", 1)],
+            settings(Ok(Mode::Test)),
+        );
+        let statements = transitions(
+            &mut b,
+            vec![
+                row("evt_earlier", earlier, false, false),
+                waiting("evt_paid", "invoice.paid"),
+            ],
+            1,
+            "the earlier event's transition only",
+        );
+        b.applied(results(&statements, "applied", "order_a"));
+        let Step::Answer(a) = b.step() else { panic!() };
+        let outcomes: Vec<(&str, Answer)> =
+            a.replies.iter().map(|r| (r.outcome, r.answer)).collect();
+        assert_eq!(
+            outcomes,
+            [
+                ("applied", Answer::Ack),
+                ("waiting_for_refund", Answer::Retry(10))
+            ],
+            "after {earlier}"
+        );
+    }
+}

@@ -519,3 +519,40 @@ fn the_driver_stops_at_a_failed_call() {
     let replies = b.db_failed("D1_ERROR");
     assert!(matches!(replies[0].answer, Answer::Retry(_)));
 }
+
+#[test]
+fn a_redelivered_effect_that_fails_climbs_a_fresh_ladder_from_its_first_rung() {
+    // dead after 13 attempts, then redelivered by an operator: rung 0 and a fresh ladder,
+    // `attempts` kept (REDELIVER_EFFECT); its next attempts start 20 hours after the first
+    let redelivered = T0 + 20 * 3600;
+    let attempt = |attempts: i64, rung: i64| StartedAttempt {
+        attempts,
+        rung,
+        ..started(rung, redelivered)
+    };
+    let err = Err(PostError::Status(503));
+    let s = settings();
+    assert_eq!(
+        after(&attempt(14, 1), &err, &s, redelivered),
+        After::Retry {
+            delay: 10,
+            error: PostError::Status(503)
+        },
+        "the ladder's first delay, not its end"
+    );
+    assert_eq!(
+        after(&attempt(15, 2), &err, &s, redelivered + 10),
+        After::Retry {
+            delay: 30,
+            error: PostError::Status(503)
+        }
+    );
+    let half = Settings { scale: 0.5, ..s };
+    assert_eq!(
+        after(&attempt(14, 1), &err, &half, redelivered),
+        After::Retry {
+            delay: 5,
+            error: PostError::Status(503)
+        }
+    );
+}

@@ -514,3 +514,29 @@ fn an_invoice_whose_refund_is_on_record_is_neither_brought_to_paid_nor_filled() 
     assert_eq!(findings[0].args[4], Arg::Int(0), "not brought to paid");
     assert_eq!(record[0].args[4], Arg::Int(2), "both checked");
 }
+
+#[test]
+fn an_invoice_on_record_whose_refund_waits_is_not_filled() {
+    // paid on record without its order_ref (its fulfilment awaits it), then refunded: the
+    // refund is on record, not yet processed. Filling the order_ref would release the
+    // fulfilment, shipping goods for money already returned (interface §3)
+    let mut w = opened(Start::Manual { full: false }, 100, run(7, 0, None));
+    let _ = w.step();
+    w.fetched(Ok(page(&["inv_lacks"], false)));
+    let _ = w.step();
+    let mut rows = on_record(&["inv_lacks"], &["inv_lacks"]);
+    rows[0].order_ref = None;
+    rows[0].refund_waiting = true;
+    assert_eq!(rows[0].status.as_deref(), Some("paid"));
+    w.looked_up(seen(&["inv_lacks"]), rows);
+    let step = w.step();
+    let Step::Record(record) = step else {
+        panic!("neither filled nor brought to paid: {step:?}")
+    };
+    assert_eq!(
+        names(&record),
+        ["RECORD_RECONCILIATION_PAGE", "MARK_SEEN", "RENEW_LEASE"],
+        "on record: no finding"
+    );
+    assert_eq!(record[0].args[4], Arg::Int(1), "checked");
+}
