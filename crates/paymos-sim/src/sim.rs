@@ -332,7 +332,9 @@ impl<'o> Sim<'o> {
         let arng = root.fork();
         // pull mode's, after that
         let prng = root.fork();
-        let world = world::generate(&mut wrng, start);
+        // and the world's late refunds
+        let mut lrng = root.fork();
+        let world = world::generate(&mut wrng, &mut lrng, start);
         let mut k = Knobs::draw(&mut krng, start);
         k.consumer_batch = brng.range(1, 3) as usize;
         let db = Db::open(opts.mutations.edits).expect("schema applies");

@@ -107,8 +107,10 @@ const UNKNOWN_TYPES: [(&str, ResourceKind); 3] = [
     ("deposit.flagged", ResourceKind::Deposit),
 ];
 
-/// The provider's side of a seed.
-pub fn generate(rng: &mut Rng, start: i64) -> World {
+/// The provider's side of a seed. `late` (a stream of its own, so the rest of the world is
+/// drawn as before) moves a refund now and then hours after its payment: long enough for a
+/// fulfilment to go dead by its ladder while the order system is down, then be refunded.
+pub fn generate(rng: &mut Rng, late: &mut Rng, start: i64) -> World {
     let n_resources = rng.range(1, 4) as usize;
     let endpoints = rng.range(1, 3) as usize;
     let mut resources = Vec::new();
@@ -134,6 +136,9 @@ pub fn generate(rng: &mut Rng, start: i64) -> World {
                 State::Refunded if rng.chance(0.3) => rng.below(12_000),
                 _ => rng.below(90_000),
             } as i64;
+            if state == State::Refunded && late.chance(0.15) {
+                t += late.range(3_600_000, 10_800_000) as i64;
+            }
             events.push(Event {
                 event_type: format!("{}.{}", kind.as_str(), state.as_str()),
                 to: Some(state),
