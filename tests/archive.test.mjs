@@ -284,6 +284,28 @@ test("a replay reads the body back from R2, and changes nothing twice", async ()
   }
 });
 
+test("a replay whose archived body cannot be read back (its object gone) is 502, changes nothing, and is audited failed", async () => {
+  const env = envelope("invoice.paid", randomId("inv_"));
+  await deliver(w.url, env);
+  assert.equal((await w.processed(env.event_id)).outcome, "applied");
+  await admin(w.url, "POST", "/archive", { before: now() });
+  const archived = await row(w.db, env.event_id);
+  assert.equal(archived.body, "");
+  await (await w.mf.getR2Bucket("ARCHIVE")).delete(archived.archive_key);
+
+  const r = await admin(w.url, "POST", `/deliveries/${env.event_id}/replay`);
+  assert.equal(r.status, 502, JSON.stringify(r.json));
+  assert.equal(r.json.error, "archive_failed");
+  const after = await row(w.db, env.event_id);
+  assert.deepEqual(
+    [after.archive_key, after.generation, after.replays, after.outcome],
+    [archived.archive_key, archived.generation, archived.replays, "applied"],
+    "nothing reset",
+  );
+  const rows = (await admin(w.url, "GET", "/audit?action=replay&limit=1000")).json.data.filter((a) => a.target === env.event_id);
+  assert.deepEqual(rows.map((a) => [a.outcome, a.actor]), [["failed", "token"]]);
+});
+
 test("unprocessed deliveries are never archived, nor those after the cutoff", async () => {
   const unprocessed = await seed(w.db, { days: 60, n: 2, outcome: null });
   const recent = await seed(w.db, { days: 10, n: 1 });

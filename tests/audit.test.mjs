@@ -7,11 +7,14 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { startWorker, ADMIN_TOKEN, SECRET_NEW } from "./helpers/worker.mjs";
+import { startWorker, ADMIN_TOKEN, SECRET_NEW, SECRET_OLD } from "./helpers/worker.mjs";
 import { deliver, envelope, randomId, admin } from "./helpers/paymos.mjs";
 import { AUD, EMAIL, SERVICE_TOKEN, newKey, startJwksStub, claims, mint } from "./helpers/access.mjs";
 
 const API_KEY = "sk_test_sandbox";
+// every other secret the worker holds, each of its own (what a pasted credential is checked against)
+const ORDER_SYSTEM_SECRET = "whsec_b3JkZXItc3lzdGVtLWF1ZGl0LXRlc3Q=";
+const ALERT_WEBHOOK_SECRET = "whsec_YWxlcnQtd2ViaG9vay1hdWRpdC10ZXN0";
 let w;
 let stub;
 let key;
@@ -33,6 +36,8 @@ before(async () => {
       PAYMOS_API_KEY: API_KEY,
       // pull mode: effects stay pending in the feed, so a refund cancels its fulfilment
       ORDER_SYSTEM_URL: "",
+      ORDER_SYSTEM_SECRET,
+      ALERT_WEBHOOK_SECRET,
     },
   });
 });
@@ -344,6 +349,20 @@ test("a credential pasted into a write's text is not kept: not in the audit log,
   const kept = JSON.stringify([row, resource]);
   for (const credential of [ADMIN_TOKEN, SECRET_NEW, jwt, API_KEY]) assert.ok(!kept.includes(credential), credential.slice(0, 12));
   assert.match(resource.history.at(-1).cause, /^pasted Bearer \[redacted\]/);
+});
+
+test("every secret the worker holds is redacted from a write's text: each webhook secret, the order system's and the alert webhook's", async () => {
+  const held = { SECRET_NEW, SECRET_OLD, ORDER_SYSTEM_SECRET, ALERT_WEBHOOK_SECRET, API_KEY, ADMIN_TOKEN };
+  for (const [name, secret] of Object.entries(held)) {
+    const inv = randomId("inv_");
+    const r = await call("POST", `/resources/${inv}/transition`, { body: { to: "paid", reason: `${name} is ${secret}` } });
+    assert.equal(r.status, 200, r.text);
+    const row = await newest();
+    assert.deepEqual([row.action, row.target], ["transition", inv]);
+    assert.equal(row.detail.reason, `${name} is [redacted]`, name);
+    const resource = (await call("GET", `/resources/${inv}`)).json;
+    assert.ok(!JSON.stringify([row, resource]).includes(secret), name);
+  }
 });
 
 test("the effects feed's dismissed filter: dead effects an operator did or did not dismiss; only with dispatch=dead", async () => {

@@ -279,6 +279,22 @@ test("a delivery whose processing fails every time: retried, dead-lettered, mark
   assert.equal((await effects(inv, "fulfilment")).length, 1);
 });
 
+test("a delivery received by POST that keeps failing goes dead by its own message (generation 0), with no sweeper", async () => {
+  // PAYMOS_MODE that is neither live nor test: the consumer refuses to decide, every attempt
+  // fails and is recorded; the dead-letter consumer marks dead the generation the receive
+  // path's message names, which must be the row's own
+  const bad = await startWorker({ vars: { PAYMOS_MODE: "staging" } });
+  try {
+    const env = envelope("invoice.paid", randomId("inv_"));
+    assert.equal((await deliver(bad.url, env)).status, 200);
+    const dead = await bad.processed(env.event_id, 60000);
+    assert.deepEqual([dead.outcome, dead.generation, dead.attempts], ["dead", 0, 11]);
+    assert.ok(bad.logs.some((l) => l.stage === "dead_letter" && l.event_id === env.event_id && l.outcome === "dead"));
+  } finally {
+    await bad.close();
+  }
+});
+
 // ---------------------------------------------------------------- operators' API
 
 test("admin: no token or a wrong one is 401; every answer is no-store", async () => {

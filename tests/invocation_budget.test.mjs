@@ -134,26 +134,37 @@ test("an operator's full reconciliation stays within it, with the audit row", as
   }
 });
 
+/**
+ * 50 deliveries stored in `dir` and not yet processed (their messages never sent: the cron's
+ * sweeper sends them), the 25th's body valid JSON but no longer an envelope. Returns their ids.
+ */
+async function fiftyStored(dir) {
+  const w = await startWorker({ vars, persistDir: dir, patch: (o) => (o.queueConsumers = {}) });
+  const ids = [];
+  try {
+    const stmts = [];
+    for (let i = 0; i < 50; i++) {
+      const e = envelope("invoice.created", randomId("inv_"));
+      ids.push(e.event_id);
+      const body = i === 24 ? JSON.stringify({ event_id: e.event_id }) : JSON.stringify(e);
+      stmts.push(w.db.prepare("INSERT INTO incoming_delivery (event_id, resource_id, event_type, body) VALUES (?, ?, ?, ?)").bind(e.event_id, e.data.id, e.type, body));
+    }
+    await w.db.batch(stmts);
+  } finally {
+    await w.close();
+  }
+  return ids;
+}
+
+const processedAmong = async (w, ids) =>
+  (await w.db.prepare("SELECT count(*) AS n FROM webhook_delivery WHERE processed_at IS NOT NULL AND event_id IN (SELECT value FROM json_each(?))").bind(JSON.stringify(ids)).first()).n;
+
 test("a batch of 50 that splits over a stored body that does not parse stays within it; the rest are retried", async () => {
   const dir = await mkdtemp(path.join(tmpdir(), "paymos-budget-"));
   try {
-    let w = await startWorker({ vars, persistDir: dir, patch: (o) => (o.queueConsumers = {}) });
-    const ids = [];
-    try {
-      const stmts = [];
-      for (let i = 0; i < 50; i++) {
-        const e = envelope("invoice.created", randomId("inv_"));
-        ids.push(e.event_id);
-        // the 25th: valid JSON, no longer an envelope
-        const body = i === 24 ? JSON.stringify({ event_id: e.event_id }) : JSON.stringify(e);
-        stmts.push(w.db.prepare("INSERT INTO incoming_delivery (event_id, resource_id, event_type, body) VALUES (?, ?, ?, ?)").bind(e.event_id, e.data.id, e.type, body));
-      }
-      await w.db.batch(stmts);
-    } finally {
-      await w.close();
-    }
+    const ids = await fiftyStored(dir);
     // the deliveries consumer only, its retries far off (they would be invocations of their own)
-    w = await startWorker({
+    const w = await startWorker({
       vars: { ...vars, QUEUE_RETRY_BASE_SECONDS: "600" },
       persistDir: dir,
       patch: (o) => (o.queueConsumers = { "paymos-deliveries": o.queueConsumers["paymos-deliveries"] }),
@@ -165,9 +176,32 @@ test("a batch of 50 that splits over a stored body that does not parse stays wit
       const r = (await invocations(w)).find((x) => x.kind === "queue:paymos-deliveries");
       assert.equal(r.messages, 50, JSON.stringify(r));
       assert.ok(spent(r, 0) <= BUDGET, `spent ${spent(r, 0)}: ${JSON.stringify(r)}`);
-      const done = await w.db.prepare("SELECT count(*) AS n FROM webhook_delivery WHERE processed_at IS NOT NULL AND event_id IN (SELECT value FROM json_each(?))").bind(JSON.stringify(ids)).first();
-      assert.ok(done.n >= 10 && done.n < 50, `${done.n} processed in the first invocation, the rest retried`);
+      const done = await processedAmong(w, ids);
+      assert.ok(done >= 10 && done < 50, `${done} processed in the first invocation, the rest retried`);
       assert.ok(w.logs.some((l) => l.stage === "consume" && l.outcome === "budget_spent" && /^\d+ messages retried$/.test(l.detail)));
+    } finally {
+      await w.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("the messages a spent budget leaves are retried by the queue, not dropped: every good delivery is processed without another cron", async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), "paymos-budget-"));
+  try {
+    const ids = await fiftyStored(dir);
+    const good = ids.filter((_, i) => i !== 24);
+    const w = await startWorker({
+      vars: { ...vars, QUEUE_RETRY_BASE_SECONDS: "1" },
+      persistDir: dir,
+      patch: (o) => (o.queueConsumers = { "paymos-deliveries": o.queueConsumers["paymos-deliveries"] }),
+    });
+    try {
+      // the one cron that sends them; after it, only the queue's retries can reach the rest
+      await w.scheduled("*/5 * * * *");
+      await eventually("a budget spent", () => w.logs.some((l) => l.stage === "consume" && l.outcome === "budget_spent"), 30000);
+      await eventually("every good delivery processed", async () => (await processedAmong(w, good)) === good.length, 120000, 500);
     } finally {
       await w.close();
     }

@@ -9,7 +9,7 @@ import { createServer as createNetServer } from "node:net";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import path from "node:path";
-import { startWorker, eventually, ROOT, SECRET_NEW, SECRET_OLD } from "./helpers/worker.mjs";
+import { startWorker, eventually, ROOT, ADMIN_TOKEN, SECRET_NEW, SECRET_OLD } from "./helpers/worker.mjs";
 import { deliver, envelope, randomId, admin } from "./helpers/paymos.mjs";
 
 /**
@@ -199,6 +199,44 @@ test("1,000 bad-signature requests cause zero D1 writes and still show in the me
     assert.equal(flushed, 1000);
     assert.ok((await w.db.prepare("SELECT count(*) AS n FROM request_count").first()).n <= 6, "a few counter rows, not one per request");
     assert.equal((await admin(w.url, "GET", "/metrics")).json.refused_last_hour.by_reason["401 signature_mismatch"], 1000, "counted once, flushed or not");
+  } finally {
+    await w.close();
+  }
+});
+
+test("refusals of each status are counted by reason (401, 400, 413), and a configured secret that verified nothing is listed with 0", async () => {
+  // a third secret configured and never used: an operator who rotated sees it at 0, safe to remove
+  const UNUSED = "whsec_test_unused_5e0c1b2d";
+  const w = await startWorker({ vars: { PAYMOS_WEBHOOK_SECRETS: `${SECRET_NEW},${SECRET_OLD},${UNUSED}` } });
+  try {
+    const env = envelope("invoice.paid", randomId("inv_"));
+    assert.equal((await badSignature(w.url, env)).status, 401);
+    // signed, and not an envelope: a type is missing
+    const notEnvelope = { event_id: randomId("evt_"), created: 1764449990, livemode: false, data: { id: randomId("inv_") } };
+    assert.equal((await deliver(w.url, notEnvelope)).status, 400);
+    // signed, and larger than PAYMOS_MAX_BODY_BYTES (256 KiB by default)
+    const big = envelope("invoice.paid", randomId("inv_"), { data: { note: "x".repeat(300 * 1024) } });
+    assert.equal((await deliver(w.url, big)).status, 413);
+    assert.equal((await deliver(w.url, envelope("invoice.paid", randomId("inv_")))).status, 200);
+    const json = (await admin(w.url, "GET", "/metrics")).json;
+    const refused = json.refused_last_hour;
+    assert.deepEqual([refused.total, refused["401"], refused["400"], refused["413"]], [3, 1, 1, 1], JSON.stringify(refused));
+    assert.equal(refused.by_reason["401 signature_mismatch"], 1);
+    assert.equal(refused.by_reason["413 payload_too_large"], 1);
+    assert.equal(Object.keys(refused.by_reason).filter((k) => k.startsWith("400 ")).length, 1, JSON.stringify(refused.by_reason));
+    const id = (secret) => createHash("sha256").update(secret).digest("hex").slice(0, 8);
+    const verified = Object.fromEntries(json.signatures.map((s) => [s.secret, s.verified]));
+    // the 400 and the 413 were signed too: a refusal after the signature check still verified it
+    assert.deepEqual(verified, { [id(SECRET_NEW)]: verified[id(SECRET_NEW)], [id(SECRET_OLD)]: 0, [id(UNUSED)]: 0 });
+    assert.ok(verified[id(SECRET_NEW)] >= 1);
+    const prometheus = await fetch(`${w.url}/admin/api/metrics?format=prometheus`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const families = parsePrometheus(await prometheus.text());
+    for (const [status, reason] of [["401", "signature_mismatch"], ["413", "payload_too_large"]]) {
+      assert.equal(value(families, "paymos_requests_refused_total", { status, reason }), 1, `${status} ${reason}`);
+    }
+    assert.equal(families.paymos_requests_refused_total.samples.filter((x) => x.labels.status === "400").length, 1);
+    assert.equal(value(families, "paymos_signatures_verified_total", { secret: id(UNUSED) }), 0);
+    assert.equal(value(families, "paymos_signatures_verified_total", { secret: id(SECRET_OLD) }), 0);
   } finally {
     await w.close();
   }
