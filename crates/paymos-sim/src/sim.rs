@@ -302,6 +302,20 @@ pub struct Sim<'o> {
     pl: pull::Puller,
 }
 
+/// What the simulated D1 does to a write (a statement, or a batch failing whole), drawn from
+/// the stream of the actor that makes it: the faults' schedule is the seed's.
+fn write_fault(chaos: bool, outage: bool, k: &Knobs, rng: &mut Rng) -> Fault {
+    if !chaos {
+        Fault::None
+    } else if outage || rng.chance(k.p_d1) {
+        Fault::Before
+    } else if rng.chance(k.p_after_commit) {
+        Fault::AfterCommit
+    } else {
+        Fault::None
+    }
+}
+
 fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     for b in bytes {
         h ^= u64::from(*b);
@@ -589,16 +603,8 @@ impl<'o> Sim<'o> {
     }
 
     fn fault_write(&mut self) -> Fault {
-        if !self.chaos {
-            return Fault::None;
-        }
-        if self.in_outage() || self.frng.chance(self.k.p_d1) {
-            Fault::Before
-        } else if self.frng.chance(self.k.p_after_commit) {
-            Fault::AfterCommit
-        } else {
-            Fault::None
-        }
+        let outage = self.in_outage();
+        write_fault(self.chaos, outage, &self.k, &mut self.frng)
     }
 
     fn fault_batch(&mut self, n: usize) -> Fault {

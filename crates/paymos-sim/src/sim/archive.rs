@@ -229,15 +229,8 @@ impl Sim<'_> {
     }
 
     fn ax_fault(&mut self) -> Fault {
-        if !self.chaos {
-            Fault::None
-        } else if self.in_outage() || self.ax.rng.chance(self.k.p_d1) {
-            Fault::Before
-        } else if self.ax.rng.chance(self.k.p_after_commit) {
-            Fault::AfterCommit
-        } else {
-            Fault::None
-        }
+        let outage = self.in_outage();
+        super::write_fault(self.chaos, outage, &self.k, &mut self.ax.rng)
     }
 
     /// A step that is a D1 call, its answer handed to the run.

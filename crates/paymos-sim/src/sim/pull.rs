@@ -108,15 +108,8 @@ impl Sim<'_> {
     }
 
     fn pull_fault(&mut self) -> Fault {
-        if !self.chaos {
-            Fault::None
-        } else if self.in_outage() || self.pl.rng.chance(self.k.p_d1) {
-            Fault::Before
-        } else if self.pl.rng.chance(self.k.p_after_commit) {
-            Fault::AfterCommit
-        } else {
-            Fault::None
-        }
+        let outage = self.in_outage();
+        super::write_fault(self.chaos, outage, &self.k, &mut self.pl.rng)
     }
 
     /// `GET /admin/api/effects?dispatch=pending&limit=N[&cursor=…]`: served (marked) and
