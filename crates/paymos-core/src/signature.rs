@@ -518,6 +518,12 @@ mod tests {
         ));
         let long = format!("t={T},v1={V1_NEW},x={}", "a".repeat(MAX_HEADER_LEN));
         malformed(&long);
+        // the limit itself is allowed, one byte more is not
+        let head = format!("t={T},v1={V1_NEW},x=");
+        let at_limit = format!("{head}{}", "a".repeat(MAX_HEADER_LEN - head.len()));
+        assert_eq!(at_limit.len(), MAX_HEADER_LEN);
+        assert_eq!(SignatureHeader::parse(&at_limit).unwrap().v1.len(), 1);
+        malformed(&format!("{at_limit}a"));
     }
 
     #[test]
