@@ -251,7 +251,7 @@ test("never back: dead after the ladder, visible in the feed, then redelivered b
   }
 });
 
-test("the ladder's delays grow between attempts (interface §7): at a scale of 1/100, 3 s, 6 s, then 12 s", async () => {
+test("the ladder's delays between attempts (interface §7): at a scale of 1/100, at least 3 s, 6 s, then 12 s", async () => {
   // EFFECT_RETRY_DELAYS_SECONDS scaled by 0.01: 0, 0, 1, 1, 3, 6, 12, … seconds after each failure
   const w = await startWorker({ vars: { ...VARS(), EFFECT_RETRY_SCALE: "0.01" } });
   try {
@@ -262,8 +262,9 @@ test("the ladder's delays grow between attempts (interface §7): at a scale of 1
     await eventually("8 attempts", () => posts().length >= 8, 90000, 100);
     const at = posts().map((e) => e.at);
     const gap = (k) => (at[k] - at[k - 1]) / 1000; // between attempt k and k + 1 (0-based k)
+    // lower bounds only: a queue delivers a delayed message no earlier than asked, and a busy
+    // machine only adds to each gap
     assert.ok(gap(5) >= 2.5 && gap(6) >= 5 && gap(7) >= 10, `gaps ${[5, 6, 7].map(gap)} s: the ladder's 3, 6 and 12`);
-    assert.ok(gap(7) > gap(6) && gap(6) > gap(5), `gaps ${[5, 6, 7].map(gap)} s grow`);
   } finally {
     os.state.failNext = 0;
     await w.close();
