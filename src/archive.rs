@@ -23,7 +23,7 @@ use paymos_core::actors::archive::{
     self as core, ReadBack, Report, Run, RunRow, RunState, Settings, Start, Step, BACKLOG_CAP,
     MIN_SHARE, REMOVED_AT,
 };
-use paymos_core::actors::sweep::{restore_statement, Claimed, ReplayFilter as SweepFilter};
+use paymos_core::actors::sweep::{restore_statements, Claimed, ReplayFilter as SweepFilter};
 use paymos_core::admin::audit::{archive_outcome, Outcome, Record};
 use paymos_core::admin::Archive;
 use paymos_core::statements::{self as st, Arg, Bound};
@@ -607,13 +607,6 @@ pub async fn body_of(env: &Env, event_id: &str, key: &str) -> AppResult<Option<S
     };
     let mut read = read_bodies(&bucket, &[(event_id.to_string(), key.to_string())]).await?;
     Ok(read.pop().map(|(_, _, body)| body))
-}
-
-fn restore_statements(restored: &[(String, String, String)]) -> Vec<Bound<'static>> {
-    restored
-        .iter()
-        .map(|(id, key, body)| restore_statement(id, key, body))
-        .collect()
 }
 
 fn no_bucket() -> AppError {

@@ -587,6 +587,12 @@ impl<'o> Sim<'o> {
         ex
     }
 
+    /// One statement's rows under `fault` (a read, or a write whose rows are all it answers).
+    fn one(&mut self, b: &Bound<'_>, fault: Fault) -> Result<crate::db::Rows, String> {
+        let mut rows = self.db.run(b, fault).result?;
+        Ok(rows.pop().unwrap_or_default())
+    }
+
     /// A one-transaction batch on delivery `d`'s row (its tally first, the change last) under
     /// the chaos plan's fault, as [`Sim::write_delivery`]; the change's rows are the last.
     fn write_delivery_batch(&mut self, d: usize, who: Who, bs: &[Bound<'_>]) -> Exec {

@@ -152,6 +152,14 @@ pub fn restore_statement(event_id: &str, archive_key: &str, body: &str) -> Bound
     st::RESTORE_BODY.bind(vec![t(event_id), t(archive_key), t(body)])
 }
 
+/// [`restore_statement`] for each body read back, `(event id, archive key, body)`.
+pub fn restore_statements(restored: &[(String, String, String)]) -> Vec<Bound<'static>> {
+    restored
+        .iter()
+        .map(|(id, key, body)| restore_statement(id, key, body))
+        .collect()
+}
+
 /// One run of claims and sends.
 #[derive(Debug, Clone)]
 pub struct Chunks {

@@ -21,7 +21,7 @@ use paymos_core::actors::archive::{
     bodies_of_object, check_object, objects_to_read, Line, Object, ReadBack, Run, RunRow, RunState,
     Settings, Start, Step, MIN_SHARE, REMOVED_AT,
 };
-use paymos_core::actors::sweep::restore_statement;
+use paymos_core::actors::sweep::restore_statements;
 use paymos_core::statements::{self as st, Arg, Bound};
 use paymos_core::time::iso_minute;
 use serde::Deserialize;
@@ -288,11 +288,6 @@ impl Sim<'_> {
         ));
     }
 
-    fn one(&mut self, b: &Bound<'_>, fault: Fault) -> Result<crate::db::Rows, String> {
-        let mut rows = self.db.run(b, fault).result?;
-        Ok(rows.pop().unwrap_or_default())
-    }
-
     /// The put, then the get, as the bucket and its faults answer them.
     fn put_and_read_back(&mut self, object: Object) -> ReadBack {
         let chaos = self.chaos;
@@ -359,10 +354,7 @@ impl Sim<'_> {
     ) -> Result<Vec<Bound<'static>>, String> {
         let restored = self.read_bodies(archived)?;
         self.stats.archive.restored += restored.len();
-        let mut statements: Vec<Bound<'static>> = restored
-            .iter()
-            .map(|(id, key, body)| restore_statement(id, key, body))
-            .collect();
+        let mut statements = restore_statements(&restored);
         statements.extend(claim);
         Ok(statements)
     }

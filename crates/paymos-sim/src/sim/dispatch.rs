@@ -313,7 +313,7 @@ impl Sim<'_> {
 
     /// A stable name for an effect in the trace (`effect_id` is random: never traced, never
     /// ordered by).
-    fn label(&mut self, id: &str) -> String {
+    pub(super) fn label(&mut self, id: &str) -> String {
         if let Some(l) = self.fx.labels.get(id) {
             return l.clone();
         }

@@ -160,7 +160,7 @@ impl Sim<'_> {
     fn pull_ack(&mut self, id: &str) {
         let fault = self.pull_fault();
         let ex = self.db.batch(&st::ack_effect_batch(id), fault);
-        let label = self.pull_label(id);
+        let label = self.label(id);
         match ex.result {
             Ok(rows) if rows.last().is_some_and(|r| !r.is_empty()) => {
                 self.fx.stats.pull_acks += 1;
@@ -169,16 +169,6 @@ impl Sim<'_> {
             Ok(_) => self.trace(format!("order system: ack {label} → refused")),
             Err(e) => self.trace(format!("order system: ack {label} failed ({e})")),
         }
-    }
-
-    fn pull_label(&mut self, id: &str) -> String {
-        let rows = self.db.inspect(&format!(
-            "SELECT resource_id || ':' || kind AS l FROM effect WHERE effect_id = '{id}'"
-        ));
-        if rows.is_empty() {
-            return id.to_string();
-        }
-        rows.text(0, "l").unwrap_or_else(|| id.to_string())
     }
 
     /// Polls with faults off until a poll takes nothing: every effect it can ship acknowledged.

@@ -160,8 +160,7 @@ impl Sim<'_> {
     /// A restoring replay's look-up of its chunk's archived rows.
     fn look_up_archived(&mut self, b: &Bound<'static>) -> Result<Vec<ArchivedInChunk>, String> {
         let fault = self.fault_read();
-        let rows = self.db.run(b, fault).result?;
-        rows.last().cloned().unwrap_or_default().to()
+        self.one(b, fault)?.to()
     }
 
     fn send_claimed(&mut self, rows: &[Claimed], who: &str, run: Run) -> (usize, Option<String>) {
