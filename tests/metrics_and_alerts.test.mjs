@@ -82,6 +82,9 @@ print(json.dumps({"samples": sorted(samples, key=json.dumps), "types": types}))
   return JSON.parse(execFileSync(python, ["-c", script], { input: text }).toString());
 }
 
+/** A configured secret's public name in the metrics: the first 8 hex of its SHA-256. */
+const secretId = (secret) => createHash("sha256").update(secret).digest("hex").slice(0, 8);
+
 const value = (families, metric, labels = {}) => {
   const f = families[metric];
   assert.ok(f, `${metric} is exported`);
@@ -159,9 +162,8 @@ test("metrics: the Prometheus text parses and every contract name matches the D1
     assert.equal(facts.pending, 3, "two fulfilments and a credit wait in the outbox (no order system)");
     assert.equal(value(families, "paymos_effects_dead"), facts.effects_dead);
     assert.equal(value(families, "paymos_requests_refused_total", { status: "401", reason: "signature_mismatch" }), 2);
-    const id = (s) => createHash("sha256").update(s).digest("hex").slice(0, 8);
-    assert.equal(value(families, "paymos_signatures_verified_total", { secret: id(SECRET_NEW) }), 4, "3 new and the duplicate");
-    assert.equal(value(families, "paymos_signatures_verified_total", { secret: id(SECRET_OLD) }), 1);
+    assert.equal(value(families, "paymos_signatures_verified_total", { secret: secretId(SECRET_NEW) }), 4, "3 new and the duplicate");
+    assert.equal(value(families, "paymos_signatures_verified_total", { secret: secretId(SECRET_OLD) }), 1);
     assert.equal(families.paymos_requests_refused_total.type, "counter");
     // no reconciliation has run: its gauges have no sample (a 0 would read as a failed run)
     assert.equal(families.paymos_reconciliation_last_ok.samples.length, 0);
@@ -224,19 +226,18 @@ test("refusals of each status are counted by reason (401, 400, 413), and a confi
     assert.equal(refused.by_reason["401 signature_mismatch"], 1);
     assert.equal(refused.by_reason["413 payload_too_large"], 1);
     assert.equal(Object.keys(refused.by_reason).filter((k) => k.startsWith("400 ")).length, 1, JSON.stringify(refused.by_reason));
-    const id = (secret) => createHash("sha256").update(secret).digest("hex").slice(0, 8);
     const verified = Object.fromEntries(json.signatures.map((s) => [s.secret, s.verified]));
     // the 400 and the 413 were signed too: a refusal after the signature check still verified it
-    assert.deepEqual(verified, { [id(SECRET_NEW)]: verified[id(SECRET_NEW)], [id(SECRET_OLD)]: 0, [id(UNUSED)]: 0 });
-    assert.ok(verified[id(SECRET_NEW)] >= 1);
+    assert.deepEqual(verified, { [secretId(SECRET_NEW)]: verified[secretId(SECRET_NEW)], [secretId(SECRET_OLD)]: 0, [secretId(UNUSED)]: 0 });
+    assert.ok(verified[secretId(SECRET_NEW)] >= 1);
     const prometheus = await fetch(`${w.url}/admin/api/metrics?format=prometheus`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     const families = parsePrometheus(await prometheus.text());
     for (const [status, reason] of [["401", "signature_mismatch"], ["413", "payload_too_large"]]) {
       assert.equal(value(families, "paymos_requests_refused_total", { status, reason }), 1, `${status} ${reason}`);
     }
     assert.equal(families.paymos_requests_refused_total.samples.filter((x) => x.labels.status === "400").length, 1);
-    assert.equal(value(families, "paymos_signatures_verified_total", { secret: id(UNUSED) }), 0);
-    assert.equal(value(families, "paymos_signatures_verified_total", { secret: id(SECRET_OLD) }), 0);
+    assert.equal(value(families, "paymos_signatures_verified_total", { secret: secretId(UNUSED) }), 0);
+    assert.equal(value(families, "paymos_signatures_verified_total", { secret: secretId(SECRET_OLD) }), 0);
   } finally {
     await w.close();
   }
