@@ -16,6 +16,7 @@ use paymos_core::actors::sweep::{Chunks, Kind};
 use paymos_core::actors::Answer;
 use paymos_core::rows::{DispatchRow, StartedAttempt};
 use paymos_core::standard_webhooks;
+use paymos_core::statements::InFlight;
 use paymos_core::statements::{self as st, Arg, Bound};
 use std::time::Duration;
 use worker::wasm_bindgen_futures::JsFuture;
@@ -140,6 +141,14 @@ fn push(order_system: &Result<Option<SignedEndpoint>, ConfigError>) -> Push {
         Ok(None) => Push::Pull,
         Err(why) => Push::Unusable(why.to_string()),
     }
+}
+
+/// Pull mode's feed (no `ORDER_SYSTEM_URL`): what it serves is held back behind an attempt a
+/// push before the switch may still have in flight (`paymos_core::statements::feed_page`).
+pub fn pull_feed(env: &Env) -> Option<InFlight> {
+    config::pull_mode(env).then(|| InFlight {
+        seconds: settings(env).in_flight_seconds(),
+    })
 }
 
 fn settings(env: &Env) -> dispatch::Settings {

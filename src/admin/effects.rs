@@ -21,7 +21,7 @@ pub async fn list(env: &Env, q: &EffectQuery) -> AppResult<Response> {
         q.after,
         q.limit,
         // pull mode: what the feed serves, an order system may hold (a refund then revokes it)
-        crate::config::pull_mode(env),
+        crate::effects::pull_feed(env),
     )
     .await?;
     let page = Page::of(rows, q.limit, |e| e.seq.to_string());

@@ -148,7 +148,7 @@ pub async fn list_effects(
     dismissed: Option<bool>,
     after_seq: Option<i64>,
     limit: u32,
-    pull: bool,
+    pull: Option<st::InFlight>,
 ) -> DbResult<Vec<EffectRow>> {
     let page = st::feed_page(kind, dispatch, dismissed, after_seq, limit, pull);
     match <[_; 1]>::try_from(page) {

@@ -426,7 +426,7 @@ impl<'o> Sim<'o> {
         let n_r = world.resources.len();
         let fx = dispatch::Fx::new(xrng, start, chaos_end);
         let ax = archive::Ax::new(arng, start);
-        let pl = pull::Puller::new(prng, start);
+        let pl = pull::Puller::new(prng, start, chaos_end);
         let mut sim = Sim {
             opts,
             world,
@@ -508,20 +508,29 @@ impl<'o> Sim<'o> {
 
     /// The effects' lane: the dispatcher and its order system, or in pull mode the order
     /// system that polls the feed.
+    /// In pull mode the dispatcher's lane still finishes what a switch from push left it
+    /// (`fx_candidates`: no sweeps, no redeliveries).
     fn effects_step(&mut self) -> bool {
+        if self.switch_mode() {
+            return true;
+        }
         if self.pl.on {
-            self.pull_step()
+            self.pull_step() || self.fx_step()
         } else {
             self.fx_step()
         }
     }
 
     fn effects_next_time(&self) -> Option<i64> {
-        if self.pl.on {
+        let lane = if self.pl.on {
             self.pull_next_time()
+                .into_iter()
+                .chain(self.fx_next_time())
+                .min()
         } else {
             self.fx_next_time()
-        }
+        };
+        lane.into_iter().chain(self.switch_next_time()).min()
     }
 
     fn trace(&mut self, line: String) {

@@ -666,7 +666,7 @@ fn teeth_archive_mutations_are_caught() {
 /// the order system already pulled for one never sent, and cancels it without a revocation.
 fn serving_unmarked(s: &'static Statement) -> Option<String> {
     matches!(s.name, "MARK_SERVED" | "MARK_SERVED_BY_DISPATCH").then(|| {
-        "UPDATE effect SET attempts = attempts WHERE 0 AND coalesce(?1, ?2, ?3, ?4)".into()
+        "UPDATE effect SET attempts = attempts WHERE 0 AND coalesce(?1, ?2, ?3, ?4, ?5)".into()
     })
 }
 

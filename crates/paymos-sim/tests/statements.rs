@@ -309,3 +309,60 @@ fn an_unprocessed_delivery_is_not_archivable() {
         "the backlog (bodies, oldest) counts an unprocessed delivery"
     );
 }
+
+/// **After a switch from push to pull, the feed holds a revocation behind its fulfilment's
+/// pushed attempt in flight** (CONTRACT §3: a revocation goes out "once the fulfilment is
+/// delivered or cancelled", and the order system must never get the fulfilment after it; §7:
+/// with `ORDER_SYSTEM_URL` unset the order system pulls the feed). A dispatcher's POST of the
+/// fulfilment started just before the redeploy may still land for up to the request timeout
+/// and its margin; a refund meanwhile cancels the fulfilment and records the revocation. The
+/// feed serving that revocation at once would let the order system take it before the
+/// fulfilment. An operator's listing (not pull mode) still shows it.
+#[test]
+fn the_pull_feed_holds_a_revocation_behind_an_attempt_in_flight() {
+    set_now_ms(EPOCH_MS);
+    let mut db = open();
+    insert(&mut db, "evt_paid", "inv_1", "invoice.paid");
+    assert!(transition(&mut db, "evt_paid", "inv_1", State::Paid, "ord_A").applied);
+    let fulfilment = effects(&db, "inv_1").text(0, "effect_id").unwrap();
+    // pushed: the dispatcher's attempt is committed, its request under way
+    let ids = Arg::json_list(&[&fulfilment]);
+    let start =
+        st::START_ATTEMPTS.bind(vec![ids, Arg::text("-15 seconds"), Arg::text("+2 seconds")]);
+    assert!(!db.run(&start, Fault::None).result.unwrap()[0].is_empty());
+    insert(&mut db, "evt_refund", "inv_1", "invoice.refunded");
+    assert!(transition(&mut db, "evt_refund", "inv_1", State::Refunded, "ord_A").applied);
+    let e = effects(&db, "inv_1");
+    assert_eq!(e.text(0, "dispatch").as_deref(), Some("cancelled"));
+    assert_eq!(e.text(1, "kind").as_deref(), Some("revocation"));
+
+    // what a poll of `dispatch=pending` is served (its list's rows), and the listing alone
+    let poll = |db: &mut Db, pull: Option<st::InFlight>| {
+        let page = st::feed_page(None, Some("pending"), None, None, 10, pull);
+        let ex = db.batch(&page, Fault::None);
+        let rows = ex.result.unwrap().pop().unwrap();
+        (0..rows.rows.len())
+            .filter_map(|i| rows.text(i, "kind"))
+            .collect::<Vec<_>>()
+    };
+    let pull = Some(st::InFlight { seconds: 15 });
+    set_now_ms(EPOCH_MS + 14_000);
+    assert_eq!(
+        poll(&mut db, pull),
+        Vec::<String>::new(),
+        "the feed served the revocation while the fulfilment's POST may still land"
+    );
+    assert_eq!(
+        effects(&db, "inv_1").int(1, "attempts"),
+        Some(0),
+        "marked served"
+    );
+    assert_eq!(poll(&mut db, None), ["revocation"], "the listing hides it");
+    set_now_ms(EPOCH_MS + 16_000);
+    assert_eq!(
+        poll(&mut db, pull),
+        ["revocation"],
+        "served once the attempt is over"
+    );
+    assert_eq!(effects(&db, "inv_1").int(1, "attempts"), Some(1));
+}

@@ -268,15 +268,38 @@ statement!(
 macro_rules! feed_page {
     // the feed, oldest first; the cursor is the last row's sequence number
     (all) => {
-        "(?1 IS NULL OR e.kind = ?1) AND (?2 IS NULL OR e.dispatch = ?2) \
-         AND (?3 IS NULL OR e.id > ?3) ORDER BY e.id LIMIT ?4"
+        concat!(
+            "(?1 IS NULL OR e.kind = ?1) AND (?2 IS NULL OR e.dispatch = ?2) \
+             AND (?3 IS NULL OR e.id > ?3) AND ",
+            not_held!(),
+            " ORDER BY e.id LIMIT ?4"
+        )
     };
     // filtered by dispatch state (an order system pulling `pending`): the range of the
     // (dispatch, id) index after the cursor, so a page reads about its own rows however many
     // effects were delivered before it
     (by_dispatch) => {
-        "e.dispatch = ?2 AND e.id > coalesce(?3, 0) AND (?1 IS NULL OR e.kind = ?1) \
-         ORDER BY e.id LIMIT ?4"
+        concat!(
+            "e.dispatch = ?2 AND e.id > coalesce(?3, 0) AND (?1 IS NULL OR e.kind = ?1) AND ",
+            not_held!(),
+            " ORDER BY e.id LIMIT ?4"
+        )
+    };
+}
+
+/// Pull mode (`?5`, an SQLite modifier such as '-15 seconds'; NULL when the feed is only
+/// listed): an effect is not served while an earlier, cancelled effect of its resource may
+/// still have a pushed attempt in flight, so that a revocation never reaches the order system
+/// before the fulfilment it revokes. Only a switch from push to pull leaves such an attempt
+/// (the dispatcher waits for it the same way: LOAD_EFFECTS_FOR_DISPATCH's
+/// `earlier_attempt_started_at`). One probe of the resource's effects per row of the page.
+/// A held effect is served by a later poll: an order system reads `dispatch=pending` from
+/// its start each time, as what it acknowledged leaves it.
+macro_rules! not_held {
+    () => {
+        "(?5 IS NULL OR NOT EXISTS (SELECT 1 FROM effect p \
+           WHERE p.resource_id = e.resource_id AND p.id < e.id AND +p.dispatch = 'cancelled' \
+             AND p.attempt_started_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?5)))"
     };
 }
 
@@ -301,13 +324,13 @@ statement!(
     // `dispatch=dead&dismissed=true`: the (dispatch, id) range of the dead, the dismissed ones
     "SELECT ",
     effect_columns!(),
-    " FROM effect e WHERE e.dismissed_at IS NOT NULL AND ",
-    feed_page!(by_dispatch)
+    " FROM effect e WHERE e.dismissed_at IS NOT NULL AND e.dispatch = ?2 \
+       AND e.id > coalesce(?3, 0) AND (?1 IS NULL OR e.kind = ?1) ORDER BY e.id LIMIT ?4"
 );
 
 statement!(
     LIST_EFFECTS,
-    ["kind", "dispatch", "after_seq", "limit"],
+    ["kind", "dispatch", "after_seq", "limit", "held_after"],
     "SELECT ",
     effect_columns!(),
     " FROM effect e WHERE ",
@@ -316,7 +339,7 @@ statement!(
 
 statement!(
     LIST_EFFECTS_BY_DISPATCH,
-    ["kind", "dispatch", "after_seq", "limit"],
+    ["kind", "dispatch", "after_seq", "limit", "held_after"],
     "SELECT ",
     effect_columns!(),
     " FROM effect e WHERE ",
@@ -338,7 +361,7 @@ macro_rules! mark_served {
 
 statement!(
     MARK_SERVED,
-    ["kind", "dispatch", "after_seq", "limit"],
+    ["kind", "dispatch", "after_seq", "limit", "held_after"],
     // Pull mode: what the feed serves an order system may hold. Serving a pending effect is
     // its first attempt (interface §3: a refund revokes a fulfilment that "may have been
     // received", and only cancels one never sent). Written once per effect, so a feed polled
@@ -348,7 +371,7 @@ statement!(
 
 statement!(
     MARK_SERVED_BY_DISPATCH,
-    ["kind", "dispatch", "after_seq", "limit"],
+    ["kind", "dispatch", "after_seq", "limit", "held_after"],
     // MARK_SERVED for LIST_EFFECTS_BY_DISPATCH's page, through the same index range
     mark_served!(by_dispatch)
 );
@@ -366,7 +389,7 @@ pub fn feed_page<'a>(
     dismissed: Option<bool>,
     after_seq: Option<i64>,
     limit: u32,
-    pull: bool,
+    pull: Option<InFlight>,
 ) -> Vec<Bound<'a>> {
     let (mark, list) = match (dispatch, dismissed) {
         (_, Some(false)) => (None, &LIST_DEAD_EFFECTS_OPEN),
@@ -374,18 +397,38 @@ pub fn feed_page<'a>(
         (Some(_), None) => (Some(&MARK_SERVED_BY_DISPATCH), &LIST_EFFECTS_BY_DISPATCH),
         (None, None) => (Some(&MARK_SERVED), &LIST_EFFECTS),
     };
-    let args = |n: u32| {
-        vec![
+    let args = |n: u32, held: bool| {
+        let mut args = vec![
             Arg::opt(kind),
             Arg::opt(dispatch),
             Arg::opt_int(after_seq),
             Arg::Int(i64::from(n)),
-        ]
+        ];
+        if held {
+            // listed only (NULL), or served: held back behind an attempt in flight
+            args.push(pull.map_or(Arg::Null, |p| Arg::Text(p.modifier().into())));
+        }
+        args
     };
+    let held = mark.is_some();
     let mut page = Vec::with_capacity(2);
-    if let Some(mark) = mark.filter(|_| pull) {
-        page.push(mark.bind(args(limit)));
+    if let Some(mark) = mark.filter(|_| pull.is_some()) {
+        page.push(mark.bind(args(limit, held)));
     }
-    page.push(list.bind(args(limit + 1)));
+    page.push(list.bind(args(limit + 1, held)));
     page
+}
+
+/// Pull mode's feed: how long after its start a pushed attempt may still be in flight (the
+/// dispatcher's `in_flight_seconds`), left by a switch from push.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InFlight {
+    pub seconds: i64,
+}
+
+impl InFlight {
+    /// As `?5` of the feed's statements takes it: an SQLite modifier, '-N seconds'.
+    fn modifier(self) -> String {
+        super::seconds_ago(self.seconds)
+    }
 }

@@ -303,7 +303,7 @@ impl Sim<'_> {
         self.fx_chaos() && self.fx.rng.chance(self.k.p_crash)
     }
 
-    fn fx_settings(&self) -> dispatch::Settings {
+    pub(super) fn fx_settings(&self) -> dispatch::Settings {
         dispatch::Settings {
             scale: self.fx.scale,
             timeout_ms: TIMEOUT_MS as u64,
@@ -427,10 +427,13 @@ impl Sim<'_> {
         if !self.fx.dlq_busy && self.fx.dlq.visible(now) > 0 {
             c.push(LCand::DeadLetter);
         }
-        if now >= self.fx.next_cron {
+        // in pull mode the Worker's effects sweeper sends nothing (no URL), and the
+        // simulator's operators redeliver only while effects are pushed
+        if now >= self.fx.next_cron && !self.pl.on {
             c.push(LCand::Sweep);
         }
-        if self.fx_chaos() && self.fx.redeliveries.first().is_some_and(|t| *t <= now) {
+        if self.fx_chaos() && !self.pl.on && self.fx.redeliveries.first().is_some_and(|t| *t <= now)
+        {
             c.push(LCand::Redeliver);
         }
         c
@@ -444,8 +447,7 @@ impl Sim<'_> {
             .iter()
             .map(|a| a.ready_at().unwrap_or(self.now()));
         let q = self.fx.queue.times().chain(self.fx.dlq.times());
-        let ops = self
-            .fx_chaos()
+        let ops = (self.fx_chaos() && !self.pl.on)
             .then(|| self.fx.redeliveries.first().copied())
             .flatten();
         actors.chain(q).chain(ops).min()
@@ -478,7 +480,9 @@ impl Sim<'_> {
                         attempts: m.attempts,
                     })
                     .collect();
-                let batch = Batch::new(messages, Push::To, self.fx_settings());
+                // a message still queued when the redeploy unset the URL: `pending_pull`
+                let push = if self.pl.on { Push::Pull } else { Push::To };
+                let batch = Batch::new(messages, push, self.fx_settings());
                 self.fx.busy += 1;
                 let driver = Box::new(dispatcher(batch));
                 self.dispatch(msgs, driver, Next::Resume(None), Vec::new(), Vec::new());
@@ -1118,10 +1122,31 @@ impl Sim<'_> {
         true
     }
 
+    /// In pull mode after a switch from push: the dispatcher's lane until nothing is queued
+    /// or in flight (what is still queued is answered `pending_pull`).
+    fn fx_finish(&mut self) -> bool {
+        for _ in 0..EFFECTS_DRAIN_MAX {
+            if !self.violations.is_empty() {
+                return false;
+            }
+            if self.fx.quiet() {
+                return true;
+            }
+            if !self.fx_step() {
+                let t = self.fx_next_time().unwrap_or(self.now() + 1);
+                clock::set_now_ms(t.max(self.now() + 1));
+            }
+        }
+        self.violation(format!(
+            "effects drain: the dispatcher not idle after {EFFECTS_DRAIN_MAX} actions in pull mode"
+        ));
+        false
+    }
+
     pub(super) fn effects_drain_and_check(&mut self) {
         self.trace("— effects: drain with the order system healthy —".into());
         let drained = if self.pl.on {
-            self.pull_drain()
+            self.fx_finish() && self.pull_drain()
         } else {
             self.push_drain()
         };

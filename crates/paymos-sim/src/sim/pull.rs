@@ -35,8 +35,11 @@ enum State {
 
 pub(super) struct Puller {
     rng: Rng,
-    /// This seed runs in pull mode.
+    /// The seed runs in pull mode now (no `ORDER_SYSTEM_URL`).
     pub(super) on: bool,
+    /// When an operator redeploys with the other mode (sets or unsets `ORDER_SYSTEM_URL`),
+    /// if they do in this seed: once, during the chaos.
+    switch_at: Option<i64>,
     limit: u32,
     period_ms: i64,
     p_crash: f64,
@@ -45,14 +48,21 @@ pub(super) struct Puller {
 }
 
 impl Puller {
-    pub(super) fn new(mut rng: Rng, start: i64) -> Puller {
+    pub(super) fn new(mut rng: Rng, start: i64, chaos_end: i64) -> Puller {
         let on = rng.chance(0.3);
         let period_ms = *rng.pick(&[10_000, 60_000, CRON_MS]);
+        let limit = rng.range(1, 4) as u32;
+        let p_crash = *rng.pick(&[0.0, 0.05, 0.2]);
+        // drawn last, so that the draws above are those of the seeds before the switch
+        let switch_at = rng
+            .chance(0.2)
+            .then(|| start + rng.below((chaos_end - start).max(1) as u64) as i64);
         Puller {
             on,
-            limit: rng.range(1, 4) as u32,
+            switch_at,
+            limit,
             period_ms,
-            p_crash: *rng.pick(&[0.0, 0.05, 0.2]),
+            p_crash,
             state: State::Idle,
             next_at: start + period_ms,
             rng,
@@ -60,11 +70,18 @@ impl Puller {
     }
 
     pub(super) fn describe(&self) -> String {
+        let switch = match self.switch_at {
+            Some(at) => format!(
+                "; the other mode from {} s",
+                (at - crate::clock::EPOCH_MS) / 1000
+            ),
+            None => String::new(),
+        };
         if !self.on {
-            return "pull mode: off".into();
+            return format!("pull mode: off{switch}");
         }
         format!(
-            "pull mode: a poll every {} s, pages of {}, the order system dies {}",
+            "pull mode: a poll every {} s, pages of {}, the order system dies {}{switch}",
             self.period_ms / 1000,
             self.limit,
             self.p_crash
@@ -73,6 +90,36 @@ impl Puller {
 }
 
 impl Sim<'_> {
+    /// When the operator's redeploy with the other mode is still to come.
+    pub(super) fn switch_next_time(&self) -> Option<i64> {
+        self.pl.switch_at.filter(|_| self.chaos)
+    }
+
+    /// The redeploy, when it is due: the mode flips. What the Worker then does: with a URL
+    /// set, the effects sweeper hands every pending effect to the queue (those the feed
+    /// served included); with it unset, transitions release nothing, the dispatcher answers
+    /// what is still queued `pending_pull`, and the feed serves what is pending. Attempts
+    /// already under way go on. The order system that pulled stops polling (what it took
+    /// and did not acknowledge stays pending).
+    pub(super) fn switch_mode(&mut self) -> bool {
+        if !self.chaos || self.pl.switch_at.is_none_or(|at| self.now() < at) {
+            return false;
+        }
+        self.pl.switch_at = None;
+        self.pl.on = !self.pl.on;
+        self.pl.state = State::Idle;
+        self.pl.next_at = self.now() + self.pl.period_ms;
+        self.trace(format!(
+            "operator: redeploys with ORDER_SYSTEM_URL {}",
+            if self.pl.on {
+                "unset (pull mode)"
+            } else {
+                "set (push)"
+            }
+        ));
+        true
+    }
+
     pub(super) fn pull_next_time(&self) -> Option<i64> {
         match self.pl.state {
             State::Idle => self.chaos.then_some(self.pl.next_at),
@@ -116,7 +163,10 @@ impl Sim<'_> {
     /// listed in one transaction; what the order system can ship, taken.
     fn pull_page(&mut self, after: Option<i64>) {
         let limit = self.pl.limit;
-        let page = st::feed_page(None, Some("pending"), None, after, limit, true);
+        let in_flight = st::InFlight {
+            seconds: self.fx_settings().in_flight_seconds(),
+        };
+        let page = st::feed_page(None, Some("pending"), None, after, limit, Some(in_flight));
         let fault = self.pull_fault();
         let rows = self
             .db
