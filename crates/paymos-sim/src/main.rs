@@ -149,12 +149,14 @@ fn main() -> ExitCode {
     );
     let a = &s.archive;
     out!(
-        "archive: {} runs ({} failed), {} objects, {} bodies archived, {} restored by replays",
+        "archive: {} runs ({} failed), {} objects, {} bodies archived, {} restored by replays; \
+         {} operators' runs answered what remains",
         a.runs,
         a.failed_runs,
         a.objects,
         a.archived,
-        a.restored
+        a.restored,
+        a.remaining_answered
     );
     if summary.failures.is_empty() {
         out!("ok: no invariant violated");

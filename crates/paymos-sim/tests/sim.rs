@@ -631,6 +631,14 @@ fn restore_doing_nothing(s: &'static Statement) -> Option<String> {
     (s.name == "RESTORE_BODY").then(|| format!("{} AND 0", s.sql))
 }
 
+/// What remains to archive, counting unprocessed deliveries' bodies too (which no run moves).
+fn remaining_with_unprocessed(s: &'static Statement) -> Option<String> {
+    (s.name == "ARCHIVE_BACKLOG").then(|| {
+        assert!(s.sql.contains("AND d.processed_at IS NOT NULL"));
+        s.sql.replacen("AND d.processed_at IS NOT NULL", "", 1)
+    })
+}
+
 /// (9) The archive (interface §10): a body leaves D1 only for a verified object, only while
 /// its delivery is processed as its line says, and a replay gets it back.
 #[test]
@@ -659,6 +667,17 @@ fn teeth_archive_mutations_are_caught() {
             ..Mutations::default()
         },
         &[&["replay left"], &["at quiescence"]],
+    );
+    assert_caught(
+        "an operator's run answering a remaining count of unprocessed bodies",
+        Mutations {
+            edits: Edits {
+                sql: Some(remaining_with_unprocessed),
+                ..Edits::default()
+            },
+            ..Mutations::default()
+        },
+        &[&["(j)", "answered remaining"]],
     );
 }
 

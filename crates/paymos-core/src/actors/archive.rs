@@ -430,7 +430,8 @@ impl Run {
         }
     }
 
-    fn admin(&self) -> bool {
+    /// An operator's run (`POST /admin/api/archive`), which answers what remains.
+    pub fn admin(&self) -> bool {
         matches!(self.start, Start::Admin { .. })
     }
 

@@ -19,9 +19,10 @@ use std::io::{Read, Write};
 
 use paymos_core::actors::archive::{
     bodies_of_object, check_object, objects_to_read, Line, Object, ReadBack, Run, RunRow, RunState,
-    Settings, Start, Step, MIN_SHARE, REMOVED_AT,
+    Settings, Start, Step, BACKLOG_CAP, MIN_SHARE, REMOVED_AT,
 };
 use paymos_core::actors::sweep::restore_statements;
+use paymos_core::admin::DeliveryCursor;
 use paymos_core::statements::{self as st, Arg, Bound};
 use paymos_core::time::iso_minute;
 use serde::Deserialize;
@@ -52,6 +53,12 @@ pub(super) struct Ax {
     /// How often an operator replays a delivery of a chunk between its load and its removal
     /// (the race the removal's `processed_at` condition is for).
     p_race: f64,
+    /// How often a run that is not the daily one is an operator's (`POST
+    /// /admin/api/archive`) rather than a cron's continuation.
+    p_admin: f64,
+    /// An operator's partial run answered this `next_cursor` (with its `before`): the next
+    /// operator's run posts it back.
+    admin_cursor: Option<(String, DeliveryCursor)>,
     /// When the next run starts (while the chaos lasts).
     next_at: i64,
     /// The run under way, its next step, and when it takes it.
@@ -70,6 +77,8 @@ pub struct ArchiveStats {
     pub archived: usize,
     pub failed_runs: usize,
     pub restored: usize,
+    /// Operators' runs that answered what remains, checked by (j).
+    pub remaining_answered: usize,
 }
 }
 
@@ -94,6 +103,9 @@ impl Ax {
             p_crash: *rng.pick(&[0.0, 0.02, 0.1]),
             p_race: *rng.pick(&[0.0, 0.2, 0.5]),
             next_at: start + rng.range(60_000, CRON_MS as u64) as i64,
+            // drawn after the others, so that those are the seeds' draws before it
+            p_admin: *rng.pick(&[0.0, 0.3, 0.6]),
+            admin_cursor: None,
             run: None,
             bucket: BTreeMap::new(),
             verified: BTreeSet::new(),
@@ -162,10 +174,20 @@ impl Sim<'_> {
                 }
                 self.ax.next_at =
                     now + self.ax.rng.range(CRON_MS as u64 / 2, CRON_MS as u64) as i64;
-                // the daily cron's run, or a later cron's continuation of it
+                // the daily cron's run, a later cron's continuation of it, or an operator's
+                let before = iso_minute((now - self.ax.retention_ms) / 1000);
                 let start = if self.ax.rng.chance(0.4) {
-                    Start::Daily {
-                        before: iso_minute((now - self.ax.retention_ms) / 1000),
+                    Start::Daily { before }
+                } else if self.ax.rng.chance(self.ax.p_admin) {
+                    match self.ax.admin_cursor.take() {
+                        Some((before, after)) => Start::Admin {
+                            before,
+                            after: Some(after),
+                        },
+                        None => Start::Admin {
+                            before,
+                            after: None,
+                        },
                     }
                 } else {
                     Start::Continue
@@ -190,6 +212,9 @@ impl Sim<'_> {
                 let next = self.archive_step(&mut run, step);
                 if next == Step::Done {
                     let r = run.report();
+                    if run.admin() {
+                        self.admin_answered(&r);
+                    }
                     self.stats.archive.runs += 1;
                     self.stats.archive.failed_runs += usize::from(r.state == RunState::Failed);
                     self.trace(format!(
@@ -206,6 +231,48 @@ impl Sim<'_> {
                 self.check_archive();
                 true
             }
+        }
+    }
+
+    /// (j) An operator's run answered what remains: the bodies of processed deliveries
+    /// received before its `before` still in D1, counted up to `BACKLOG_CAP`, as the
+    /// checker's own query counts them at that moment. A partial run's `next_cursor` is posted
+    /// back by the next operator's run.
+    fn admin_answered(&mut self, r: &paymos_core::actors::archive::Report) {
+        let before = r.before.clone().unwrap_or_default();
+        if r.state == RunState::Partial {
+            let cursor = r.next_cursor.as_deref().map(DeliveryCursor::parse);
+            match cursor {
+                Some(Ok(c)) => self.ax.admin_cursor = Some((before.clone(), c)),
+                _ => self.violation(format!(
+                    "(j) an operator's partial archive run answered no usable next_cursor ({:?})",
+                    r.next_cursor
+                )),
+            }
+        }
+        if r.state == RunState::Failed {
+            return;
+        }
+        let Some(remaining) = r.remaining else {
+            return self.violation("(j) an operator's archive run answered no remaining".into());
+        };
+        self.stats.archive.remaining_answered += 1;
+        let counted = self
+            .db
+            .inspect(&format!(
+                "SELECT count(*) AS n FROM webhook_delivery d \
+                 WHERE d.processed_at IS NOT NULL AND d.archived_at IS NULL \
+                   AND d.received_at < '{before}' \
+                   AND (d.body <> '' \
+                        OR EXISTS (SELECT 1 FROM delivery_body b WHERE b.event_id = d.event_id))"
+            ))
+            .int(0, "n")
+            .unwrap_or(0);
+        if remaining != counted.min(BACKLOG_CAP) {
+            self.violation(format!(
+                "(j) an operator's archive run answered remaining {remaining}; \
+                 {counted} bodies received before {before} are still in D1"
+            ));
         }
     }
 
