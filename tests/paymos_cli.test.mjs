@@ -107,8 +107,18 @@ async function startSandbox(extraArgs = []) {
  * control for the control: then check must pass). With `orders: {url, secret}` each
  * fulfilment is sent there as a Standard Webhooks effect once its order_ref is known; with
  * `orders.newIdPerAttempt` every effect is sent twice under two fresh ids (a broken outbox).
+ * `faults` breaks one more contract rule each, so that every step of check has a receiver it
+ * must fail: `storeRefused` (a refused delivery is recorded), `firstV1Only` (v1 read as one
+ * field), `mismatchStatus` (the status for a header/body id mismatch), `duplicateStatus` (the
+ * status of a duplicate's reply), `storeDuplicates` (a duplicate is answered duplicate:true but
+ * stored as a row), `appliedLabel` (the outcome recorded for an applied delivery),
+ * `doubleFulfilment` (two fulfilments on entering paid), `paidToPaid` (paid → paid applied
+ * again, no new fulfilment), `fulfilAfterRefund` (a stale paid after a refund still makes a
+ * fulfilment), `refundKeepsFulfilment` (a refund after payment neither cancels nor revokes),
+ * `refundDropsFulfilment` (a refund after payment deletes the fulfilment, as if never made),
+ * `doubled` (reconciliation reports a doubled invoice).
  */
-async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-token", dedupe = false, orders, oldRefundTable = false } = {}) {
+async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-token", dedupe = false, orders, oldRefundTable = false, faults = {} } = {}) {
   const deliveries = []; // no unique key on event_id: the broken part
   const resources = new Map();
   const seen = { webhook: 0, admin: [] };
@@ -120,7 +130,7 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
   const verify = (header, body) => {
     const parts = String(header ?? "").split(",").map((p) => p.trim().split("="));
     const t = parts.find(([k]) => k === "t")?.[1];
-    const v1s = parts.filter(([k]) => k === "v1").map(([, v]) => v);
+    const v1s = parts.filter(([k]) => k === "v1").map(([, v]) => v).slice(0, faults.firstV1Only ? 1 : undefined);
     if (!t || v1s.length === 0 || Math.abs(Date.now() / 1000 - Number(t)) > 300) return false;
     const want = createHmac("sha256", Buffer.from(secret, "utf8")).update(`${t}.`).update(body).digest();
     return v1s.some((v) => {
@@ -145,11 +155,20 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
   const transition = async (id, to, cause, orderRef) => {
     let r = resources.get(id);
     if (!r) resources.set(id, (r = { id, kind: "invoice", status: "created", effects: [], history: [] }));
+    if (to === "paid" && r.status === "paid" && faults.paidToPaid) {
+      r.history.push({ state: "paid", cause, at: now() });
+      return true;
+    }
+    if (to === "paid" && r.status === "refunded" && faults.fulfilAfterRefund) {
+      r.effects.push({ id: randomId("eff_"), kind: "fulfilment", created_at: now(), order_ref: orderRef ?? null, license_code: randomBytes(16).toString("hex"), cause });
+      return false;
+    }
     if (to === "paid" && r.status !== "paid" && r.status !== "refunded") {
       r.status = "paid";
       r.history.push({ state: "paid", cause, at: now() });
       const f = { id: randomId("eff_"), kind: "fulfilment", created_at: now(), order_ref: orderRef ?? null, license_code: randomBytes(16).toString("hex"), cause };
       r.effects.push(f);
+      if (faults.doubleFulfilment) r.effects.push({ ...f, id: randomId("eff_"), license_code: randomBytes(16).toString("hex") });
       await dispatch(r, f);
       return true;
     }
@@ -169,10 +188,24 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
     if (url.pathname === "/webhooks/paymos") {
       if (req.method !== "POST") return reply(res, 405);
       seen.webhook++;
-      if (!verify(req.headers["x-webhook-signature"], body)) return reply(res, 401, { error: "signature_mismatch" });
+      // (storeRefused / storeDuplicates: a row written for a request that must leave none)
+      const stray = () => {
+        const e = JSON.parse(body.toString("utf8"));
+        deliveries.push({ event_id: e.event_id, resource_id: e.data.id, event_type: e.type, received_at: now(), processed_at: null, outcome: null });
+      };
+      if (!verify(req.headers["x-webhook-signature"], body)) {
+        if (faults.storeRefused) stray();
+        return reply(res, 401, { error: "signature_mismatch" });
+      }
       const env = JSON.parse(body.toString("utf8"));
-      if (req.headers["x-webhook-id"] !== env.event_id) return reply(res, 400, { error: "id_mismatch" });
-      if (dedupe && deliveries.some((d) => d.event_id === env.event_id)) return reply(res, 200, { received: true, duplicate: true });
+      if (req.headers["x-webhook-id"] !== env.event_id) {
+        if (faults.storeRefused) stray();
+        return reply(res, faults.mismatchStatus ?? 400, { error: "id_mismatch" });
+      }
+      if (dedupe && deliveries.some((d) => d.event_id === env.event_id)) {
+        if (faults.storeDuplicates) stray();
+        return reply(res, faults.duplicateStatus ?? 200, { received: true, duplicate: true });
+      }
       const resourceId = env.data.id;
       // the row first, synchronously (the dedupe check above and this insert are one step)
       const row = { event_id: env.event_id, resource_id: resourceId, event_type: env.type, received_at: now(), processed_at: null, outcome: null };
@@ -194,13 +227,15 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
         applied = true;
         // a fulfilment made is taken back: a revocation, sent after it
         const f = r.effects.find((e) => e.kind === "fulfilment");
-        if (f) {
+        if (f && faults.refundKeepsFulfilment) f.dispatch = "pending";
+        else if (f && faults.refundDropsFulfilment) r.effects.splice(r.effects.indexOf(f), 1);
+        else if (f) {
           const revocation = { id: randomId("eff_"), kind: "revocation", created_at: now(), order_ref: f.order_ref, license_code: null, cause: env.event_id };
           r.effects.push(revocation);
           await dispatch(r, revocation);
         }
       }
-      row.outcome = applied ? "applied" : existed || before ? "stale" : "ignored";
+      row.outcome = applied ? (faults.appliedLabel ?? "applied") : existed || before ? "stale" : "ignored";
       row.processed_at = now();
       return reply(res, 200, { received: true, duplicate: false });
     }
@@ -227,7 +262,8 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
       return reply(res, 200, { applied, status: resources.get(m[1]).status });
     }
     if (req.method === "POST" && p === "/reconcile") {
-      return reply(res, 200, { checked: 0, pages: 1, missing: [], doubled: [], truncated: false, ok: true });
+      const doubled = faults.doubled ? [{ id: "inv_doubled1", fulfilments: 2 }] : [];
+      return reply(res, 200, { checked: 0, pages: 1, missing: [], doubled, truncated: false, ok: !faults.doubled });
     }
     return reply(res, 404, { error: "not_found" });
   });
@@ -349,7 +385,7 @@ describe("against the worker", () => {
     assert.equal(r.code, 2, r.stdout + r.stderr);
     assert.match(r.stdout, /\[FAIL\] step 1:/);
     assert.doesNotMatch(r.stdout, /step 2:/);
-    assert.match(r.stderr, /refused the check's signed delivery \(401\).*--secret/);
+    assert.match(r.stderr, /refused the check's signed delivery \(401\): give it the receiver's secret with --secret or PAYMOS_WEBHOOK_SECRET; the check stopped after step 1 and changed nothing by hand/);
     // no manual transition was written: the audit log holds nothing new
     const after = (await (await fetch(`${w.url}/admin/api/audit?limit=1000`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()).data.length;
     assert.equal(after, before);
@@ -595,6 +631,62 @@ describe("without the worker", () => {
     assert.ok([...rx.resources.values()].every((x) => x.effects.filter((e) => e.kind === "fulfilment").length <= 1));
   });
 
+  // Negative controls for the steps past the door dedupe: each fake breaks one rule per step
+  // (faults of one step in separate runs: a step stops at its first failure), and check must
+  // fail exactly there, for that reason, with exit 1.
+  async function checkFake(t, faults) {
+    const rx = await startBrokenReceiver({ dedupe: true, faults });
+    t.after(() => rx.close());
+    const r = await paymos(["check", "--to", rx.url, "--admin-token", rx.token, "--timeout-seconds", "3", "--json"]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.ok(r.json, `not JSON: ${r.stdout}\n${r.stderr}`);
+    return Object.fromEntries(r.json.steps.map((s) => [s.step, s]));
+  }
+  const failsWith = (step, re) => {
+    assert.equal(step.pass, false, JSON.stringify(step));
+    assert.match(step.reason, re);
+  };
+
+  test("paymos check (negative controls): refused requests left on record, a doubled reconcile report", async (t) => {
+    const s = await checkFake(t, { storeRefused: true, doubled: true });
+    failsWith(s[4], /the refused delivery is on record/); // step 4: 404 required after a 401
+    failsWith(s[5], /doubled is not empty/); // step 5 (partial): a doubled invoice fails it
+    failsWith(s[7], /a delivery with no signature was refused, yet evt_\w+ is on record/);
+  });
+
+  test("paymos check (negative controls): v1 read as one field, a duplicate stored as a row, a refund that leaves the fulfilment", async (t) => {
+    const s = await checkFake(t, { firstV1Only: true, storeDuplicates: true, refundKeepsFulfilment: true });
+    failsWith(s[3], /lists 20 rows for evt_\w+, expected 1/); // step 3: one row per event
+    // step 7: the rotation header's matching v1 is the second one
+    failsWith(s[7], /a header whose second v1 matches \(rotation\) was answered 401/);
+    failsWith(s[8], /neither cancelled nor revoked/); // a pending fulfilment is not cancelled
+  });
+
+  test("paymos check (negative controls): an id mismatch answered 401, a fulfilment made for a refunded invoice", async (t) => {
+    const s = await checkFake(t, { mismatchStatus: 401, fulfilAfterRefund: true });
+    failsWith(s[7], /a header id that is not the body's was answered 401, expected 400/);
+    failsWith(s[8], /a fulfilment was made for money that went back/);
+  });
+
+  test("paymos check (negative controls): a refund after payment that deletes the fulfilment", async (t) => {
+    // no fulfilment left is not "all cancelled": the order system may have shipped it
+    const s = await checkFake(t, { refundDropsFulfilment: true });
+    failsWith(s[8], /0 fulfilments on record, expected the 1 made at payment/);
+  });
+
+  test("paymos check (negative controls): two fulfilments per payment, a guard that re-applies paid", async (t) => {
+    const s = await checkFake(t, { doubleFulfilment: true, paidToPaid: true });
+    failsWith(s[1], /^2 fulfilments, expected exactly 1$/); // step 1: exactly one, not at least one
+    failsWith(s[4], /outcome is "applied", expected "stale"/); // paid by hand, then delivered
+    failsWith(s[6], /expected one applied and the others stale/); // 4 endpoints, one payment
+  });
+
+  test("paymos check (negative controls): an applied delivery recorded under another outcome, duplicates answered 409", async (t) => {
+    const s = await checkFake(t, { appliedLabel: "processed", duplicateStatus: 409 });
+    failsWith(s[1], /outcome is "processed", expected "applied"/);
+    failsWith(s[3], /^1 of 20 copies were answered 2xx$/); // every copy must be 2xx, not just one
+  });
+
   test("paymos send: an unreachable URL says so and exits 2", async () => {
     const port = await freePort();
     const r = await paymos(["send", "invoice.paid", "--to", `http://127.0.0.1:${port}`]);
@@ -616,6 +708,32 @@ describe("without the worker", () => {
     r.json.attempts.forEach((a, i) => assert.ok(a.at_ms >= (offsets[i] * 1000) / 3600 - 100, JSON.stringify(a)));
     const at = r.json.attempts.map((a) => a.at_ms);
     assert.deepEqual(at, [...at].sort((x, y) => x - y), "attempts in order");
+  });
+
+  test("paymos deliver --ladder: each retry is signed afresh (same id and bytes) and numbered in X-Webhook-Attempt", async (t) => {
+    // §1: every retry is signed with the current time (a signature made once would fall out
+    // of the 300 s tolerance on the real ladder); X-Webhook-Attempt counts from 1
+    const seen = [];
+    const srv = createServer(async (req, res) => {
+      const chunks = [];
+      for await (const c of req) chunks.push(c);
+      const body = Buffer.concat(chunks);
+      const sig = String(req.headers["x-webhook-signature"]);
+      const ts = sig.match(/t=(\d+)/)[1];
+      const want = createHmac("sha256", DEV_SECRET).update(`${ts}.`).update(body).digest("hex");
+      seen.push({ id: req.headers["x-webhook-id"], attempt: req.headers["x-webhook-attempt"], t: Number(ts), valid: sig.includes(`v1=${want}`), body: body.toString() });
+      res.writeHead(seen.length < 8 ? 500 : 200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ received: true, duplicate: false }));
+    });
+    await new Promise((resolve) => srv.listen(0, "127.0.0.1", resolve));
+    t.after(() => srv.close());
+    // attempts 1 to 8 at 0 … 2 s (time scale 3600): delivered on the 8th
+    const r = await paymos(["deliver", "invoice.paid", "--to", `http://127.0.0.1:${srv.address().port}`, "--ladder", "--time-scale", "3600", "--json"], { timeoutMs: 60000 });
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.equal(r.json.delivered_on_attempt, 8);
+    assert.deepEqual(seen.map((x) => x.attempt), ["1", "2", "3", "4", "5", "6", "7", "8"]);
+    assert.ok(seen.every((x) => x.valid && x.id === r.json.event_id && x.body === seen[0].body), JSON.stringify(seen));
+    assert.ok(seen[7].t > seen[0].t, `the 8th attempt (2 s later) carries t=${seen[7].t}, the 1st t=${seen[0].t}`);
   });
 
   test("paymos sandbox: the invoice API needs the bearer key", async () => {

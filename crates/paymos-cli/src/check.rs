@@ -914,7 +914,9 @@ pub fn run(o: &CheckOptions) -> Result<i32, CliError> {
             // the receiver refuses the check's signature: every later step would fail, and
             // step 4 would mark an invoice paid by hand that no delivery then completes
             return Err(CliError::Refused(format!(
-                "{} refused the check's signed delivery (401): give it the receiver's secret                  with --secret or PAYMOS_WEBHOOK_SECRET; the check stopped after step 1 and                  changed nothing by hand",
+                "{} refused the check's signed delivery (401): give it the receiver's secret \
+                 with --secret or PAYMOS_WEBHOOK_SECRET; the check stopped after step 1 and \
+                 changed nothing by hand",
                 o.webhook_url
             )));
         }
@@ -1094,6 +1096,43 @@ mod tests {
         assert!(
             e.contains("inv_b shipped with license code \"LX\", the receiver recorded LB"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn step5_judges_the_reconcile_report() {
+        // the report the worker gives: the extra invoice missing, brought to paid, ok false
+        let registered = ["inv_a".to_string(), "inv_x".to_string()];
+        let good = json!({ "missing": [{ "id": "inv_x", "brought_to_paid": true }], "doubled": [], "ok": false });
+        let judge =
+            |r: &Value| judge_reconcile_report(r, &registered, "inv_x", &mut Ev(Map::new()));
+        assert_eq!(judge(&good), Ok(()));
+        let with = |k: &str, v: Value| {
+            let mut r = good.clone();
+            r[k] = v;
+            judge(&r)
+        };
+        // ok:true while an invoice was missing
+        let e = with("ok", json!(true)).unwrap_err();
+        assert!(e.contains("says ok: true with an invoice missing"), "{e}");
+        // a doubled invoice
+        let e = with("doubled", json!([{ "id": "inv_a" }])).unwrap_err();
+        assert!(e.contains("doubled is not empty"), "{e}");
+        // reported missing but not brought to paid
+        let e = with(
+            "missing",
+            json!([{ "id": "inv_x", "brought_to_paid": false }]),
+        )
+        .unwrap_err();
+        assert!(e.contains("not brought to paid"), "{e}");
+        // one of the check's delivered invoices reported missing too, or the extra one absent
+        let e = with("missing", json!([{ "id": "inv_x" }, { "id": "inv_a" }])).unwrap_err();
+        assert!(e.contains("expected exactly [inv_x]"), "{e}");
+        assert!(with("missing", json!([])).is_err());
+        // someone else's invoice in a shared sandbox is not judged
+        assert_eq!(
+            with("missing", json!([{ "id": "inv_x" }, { "id": "inv_other" }])),
+            Ok(())
         );
     }
 

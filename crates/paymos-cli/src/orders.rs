@@ -844,6 +844,33 @@ mod tests {
     }
 
     #[test]
+    fn a_fulfilment_with_an_empty_order_ref_is_refused_too() {
+        // §7: an empty order_ref is no order_ref; nothing ships
+        let mut s = system(Failures::default());
+        let r = signed("eff_1", effect_body("eff_1", "fulfilment", Some("")));
+        assert_eq!(code(&post(&mut s, &r)), "fulfilment_without_order_ref");
+        assert!(s.shipped().is_empty());
+    }
+
+    #[test]
+    fn after_a_shipped_revocation_a_fulfilment_of_the_same_resource_ships_nothing() {
+        // fulfilment shipped, then revoked: another fulfilment of that invoice (a new id from
+        // a broken outbox) is withheld, never shipped after its revocation
+        let mut s = system(Failures::default());
+        for (id, kind) in [
+            ("eff_f", "fulfilment"),
+            ("eff_r", "revocation"),
+            ("eff_g", "fulfilment"),
+        ] {
+            let r = signed(id, effect_body(id, kind, Some("order_9")));
+            assert_eq!(status(&post(&mut s, &r)), 200);
+        }
+        let kinds: Vec<&str> = s.shipped().iter().map(|x| x.kind.as_str()).collect();
+        assert_eq!(kinds, ["fulfilment", "revocation"]);
+        assert_eq!(s.received()["withheld"], 1);
+    }
+
+    #[test]
     fn fail_first_fails_then_the_retry_ships_once() {
         let mut s = system(Failures {
             fail_first: 2,

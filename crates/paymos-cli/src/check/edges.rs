@@ -268,11 +268,19 @@ pub(super) fn refunds(c: &Checker, s: &mut State, ev: &mut Ev) -> StepResult {
     ensure(res["status"] == "refunded", || {
         format!("{after} is {}, expected refunded", res["status"])
     })?;
+    // the fulfilment made at payment stays on record, cancelled or revoked: with none left,
+    // "every fulfilment is cancelled" would hold of a receiver that deleted it
+    let made = fulfilments(&res);
+    ensure(made.len() == 1, || {
+        format!(
+            "{after} was paid, then refunded: {} fulfilments on record, expected the 1 made at \
+             payment (cancelled or revoked, never removed)",
+            made.len()
+        )
+    })?;
     let effects = res["effects"].as_array().cloned().unwrap_or_default();
     let revoked = effects.iter().any(|e| e["kind"] == "revocation");
-    let cancelled = fulfilments(&res)
-        .iter()
-        .all(|f| f["dispatch"] == "cancelled");
+    let cancelled = made.iter().all(|f| f["dispatch"] == "cancelled");
     ensure(revoked || cancelled, || {
         format!("{after} was refunded after its payment, yet its fulfilment is neither cancelled nor revoked")
     })
