@@ -88,6 +88,15 @@ test("a valid Access token is admitted by the header and by the cookie; whoami n
   assert.equal(stub.hits.length, 1, "every one of them from the cached keys");
 });
 
+// §11: a request is admitted by the header "or the CF_Authorization cookie": a blank header
+// (a proxy that forwards it empty) is no token, and the cookie beside it admits
+test("a blank Cf-Access-Jwt-Assertion header beside a valid cookie: the cookie admits", async () => {
+  const jwt = await valid();
+  const r = await call("/whoami", { headers: { "cf-access-jwt-assertion": "", cookie: `CF_Authorization=${jwt}` } });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json, { actor: EMAIL, via: "access_cookie", service_token: false });
+});
+
 let rotated;
 
 test("a key rotation at the team: within the minute after the last fetch, the new kid is unknown however often it is tried", async () => {

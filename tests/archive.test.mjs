@@ -693,3 +693,39 @@ test("a delivery aged in the seed's table alone (received_at edited in place) is
     await x.close();
   }
 });
+
+// §11: every admin write is audited, the archive's too, and one that fails is on record as
+// failed (the audit row is written after the run, with how it ended)
+test("a POST /archive that fails (502) is in the audit log, outcome failed", async () => {
+  const f = await startWorker({ vars: { ARCHIVE_FAULT: "drop_put" } });
+  try {
+    await seed(f.db, { days: 45, n: 2 });
+    const before = now();
+    const r = await admin(f.url, "POST", "/archive", { before });
+    assert.equal(r.status, 502, JSON.stringify(r.json));
+    const [row] = (await admin(f.url, "GET", "/audit?action=archive&limit=1")).json.data;
+    assert.ok(row, "the failed archive run is audited");
+    assert.deepEqual([row.actor, row.action, row.outcome, row.detail.before], ["token", "archive", "failed", before]);
+  } finally {
+    await f.close();
+  }
+});
+
+// §10: alert `archive` is for an archiving run that fails; one that did not fail (an
+// operator's run cut by the budget, `partial`, answered with next_cursor) is not one
+test("an archiving run that did not fail (partial, to be continued) raises no archive alert", async () => {
+  const c = await startWorker({ vars: { INVOCATION_BUDGET: "10" } });
+  try {
+    for (let d = 0; d < 3; d++) await seed(c.db, { days: 40 + d, n: 1 });
+    const r = await admin(c.url, "POST", "/archive", { before: now() });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.state, "partial");
+    await c.scheduled("*/5 * * * *");
+    const run = await c.db.prepare("SELECT state FROM archive_run ORDER BY id DESC LIMIT 1").first();
+    assert.equal(run.state, "partial");
+    const alerts = (await admin(c.url, "GET", "/alerts")).json.data;
+    assert.deepEqual(alerts.filter((a) => a.kind === "archive"), [], JSON.stringify(alerts));
+  } finally {
+    await c.close();
+  }
+});

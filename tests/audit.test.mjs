@@ -392,3 +392,34 @@ test("the effects feed's dismissed filter: dead effects an operator did or did n
     assert.equal(r.json.error, "invalid_dismissed", q);
   }
 });
+
+// (after the count above: these add rows of their own)
+
+// §6/§11: a reconcile refused because another invocation walks a run (409) is recorded
+// `conflict`, as the other writes' 409s are, not `failed`
+test("a reconcile refused while another invocation holds the walk's lease is recorded conflict", async () => {
+  // a walk in progress elsewhere: its run open, its lease held
+  await w.db.batch([
+    w.db.prepare("INSERT INTO reconciliation_run (state, full_walk) VALUES ('running', 1)"),
+    w.db.prepare("INSERT OR REPLACE INTO lease (name, holder, until) VALUES ('reconciliation', 'someone-else', strftime('%Y-%m-%dT%H:%M:%fZ','now','+300 seconds'))"),
+  ]);
+  try {
+    const r = await call("POST", "/reconcile", { body: { full: true } });
+    assert.equal(r.status, 409, r.text);
+    assert.equal(r.json.error, "reconciliation_running");
+    const row = await newest();
+    assert.deepEqual([row.action, row.outcome, row.detail], ["reconcile", "conflict", { full: true }]);
+  } finally {
+    await w.db.prepare("DELETE FROM lease WHERE name = 'reconciliation'").run();
+  }
+});
+
+// §5: a refusal says why in its message ({"error","message"}), the 409s too: which state the
+// thing is in, what to do
+test("a 409 answer carries a message saying why", async () => {
+  const e = await paid(randomId("inv_"));
+  const r = await call("POST", `/deliveries/${e.event_id}/dismiss`, { body: { reason: "not dead yet" } });
+  assert.equal(r.status, 409, r.text);
+  assert.equal(r.json.error, "not_dead");
+  assert.match(r.json.message ?? "", /only a dead one can be dismissed/);
+});

@@ -295,6 +295,25 @@ test("a delivery received by POST that keeps failing goes dead by its own messag
   }
 });
 
+// §5/§3: a bulk replay resets each delivery to a new generation and enqueues it for that
+// generation, as a single replay does: one that keeps failing has each failure recorded and
+// goes dead, rather than being retried under a generation that is no longer the row's
+test("a bulk-replayed delivery that keeps failing: its failures recorded, marked dead", async () => {
+  const inv = randomId("inv_");
+  const env = envelope("invoice.paid", inv);
+  const broken = JSON.stringify({ event_id: env.event_id, type: "invoice.paid" });
+  await w.db
+    .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body) VALUES (?, ?, ?, ?)")
+    .bind(env.event_id, inv, env.type, broken)
+    .run();
+  const bulk = await admin(w.url, "POST", "/deliveries/replay", { resource_id: inv });
+  assert.equal(bulk.status, 200, JSON.stringify(bulk.json));
+  assert.deepEqual([bulk.json.matched, bulk.json.enqueued], [1, 1]);
+  const dead = await processed(env.event_id, 60000);
+  assert.deepEqual([dead.outcome, dead.attempts], ["dead", 11]);
+  assert.match(dead.last_error, /stored body does not parse/);
+});
+
 // ---------------------------------------------------------------- operators' API
 
 test("admin: no token or a wrong one is 401; every answer is no-store", async () => {

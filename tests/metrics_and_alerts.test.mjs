@@ -1098,3 +1098,108 @@ test("the kept counts equal a full count after a scripted scenario: outcomes, du
     await w.close();
   }
 });
+
+// ---------------------------------------------------------------- further guards (§9)
+
+/** A delivery recorded as ignored for a livemode mismatch, processed now. */
+const mismatchRow = (db, env) =>
+  db
+    .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body, processed_at, outcome, reason) VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'ignored', 'livemode_mismatch')")
+    .bind(env.event_id, env.data.id, env.type, JSON.stringify(env));
+
+// §9 (amended): an acknowledgement covers what the alert counted when it was given; another
+// mismatch reopens livemode_mismatch and it is sent again (an ack never silences it for ever),
+// the message's last_seen being the alert's own
+test("an acknowledged livemode_mismatch alert reopens on another mismatch and is sent again", async () => {
+  const hook = await alertHook();
+  const w = await startWorker({ vars: { ALERT_WEBHOOK_URL: hook.url, ALERT_WEBHOOK_SECRET: ALERT_SECRET } });
+  try {
+    const alertOf = async () => (await admin(w.url, "GET", "/alerts")).json.data.find((a) => a.kind === "livemode_mismatch");
+    await mismatchRow(w.db, envelope("invoice.paid", randomId("inv_"))).run();
+    await w.scheduled();
+    const first = await alertOf();
+    assert.equal(first?.state, "open", JSON.stringify(first));
+    assert.equal(hook.of("livemode_mismatch").length, 1);
+    assert.equal((await admin(w.url, "POST", `/alerts/${first.id}/ack`)).status, 200);
+    await w.scheduled();
+    assert.equal(hook.of("livemode_mismatch").length, 1, "acknowledged: silent while nothing new comes");
+    await mismatchRow(w.db, envelope("invoice.paid", randomId("inv_"))).run();
+    await w.scheduled();
+    const again = await alertOf();
+    assert.deepEqual([again.id, again.state, again.reopens], [first.id, "open", 1], JSON.stringify(again));
+    const sent = hook.of("livemode_mismatch");
+    assert.equal(sent.length, 2, "a new mismatch: sent again");
+    assert.equal(sent[1].json.last_seen, again.last_seen, "the body's last_seen is the alert's");
+    assert.ok(sent[1].json.last_seen > sent[1].json.first_seen, JSON.stringify(sent[1].json));
+  } finally {
+    await w.close();
+    hook.server.close();
+  }
+});
+
+// §9: sent "again at most every 6 hours while it stays open": the reminder tells what the
+// alert counts at that run, not what it counted when last sent
+test("a 6-hour reminder carries the alert's count as of its run", async () => {
+  const hook = await alertHook();
+  const w = await startWorker({ vars: { ALERT_WEBHOOK_URL: hook.url, ALERT_WEBHOOK_SECRET: ALERT_SECRET } });
+  try {
+    await deadRow(w.db, envelope("invoice.paid", randomId("inv_"))).run();
+    await w.scheduled();
+    const alert = (await admin(w.url, "GET", "/alerts")).json.data.find((a) => a.kind === "delivery_dead");
+    assert.equal(hook.of("delivery_dead").length, 1);
+    assert.equal(hook.of("delivery_dead")[0].json.count, 1);
+    // another gone dead, and the reminder due in the same run
+    await deadRow(w.db, envelope("invoice.paid", randomId("inv_"))).run();
+    await w.db.prepare("UPDATE alert SET sent_at = strftime('%Y-%m-%dT%H:%M:%fZ','now','-7 hours') WHERE id = ?").bind(alert.id).run();
+    await w.scheduled();
+    const sent = hook.of("delivery_dead");
+    assert.equal(sent.length, 2, "the reminder");
+    assert.equal(sent[1].id, `${alert.id}_1`);
+    assert.equal(sent[1].json.count, 2, "the count now");
+  } finally {
+    await w.close();
+    hook.server.close();
+  }
+});
+
+// §9: signature_refusals is a burst of refused signatures (a secret rotated on one side):
+// signed bodies refused as not envelopes (400) are not one
+test("a burst of 400 refusals raises no signature_refusals alert; a burst of 401s does", async () => {
+  const w = await startWorker({ vars: { ALERT_SIGNATURE_REFUSALS: "5" } });
+  try {
+    for (let i = 0; i < 8; i++) {
+      const notEnvelope = { event_id: randomId("evt_"), created: 1764449990, livemode: false, data: { id: randomId("inv_") } };
+      assert.equal((await deliver(w.url, notEnvelope)).status, 400);
+    }
+    await w.scheduled();
+    const kinds = async () => (await admin(w.url, "GET", "/alerts")).json.data.map((a) => a.kind);
+    assert.ok(!(await kinds()).includes("signature_refusals"), JSON.stringify(await kinds()));
+    for (let i = 0; i < 6; i++) assert.equal((await badSignature(w.url, envelope("invoice.paid", randomId("inv_")))).status, 401);
+    await w.scheduled();
+    assert.ok((await kinds()).includes("signature_refusals"));
+  } finally {
+    await w.close();
+  }
+});
+
+// §9: refusals "over the last hour": paymos_requests_refused_last_hour holds only those (as the
+// JSON's refused_last_hour does); older ones are counted in paymos_requests_refused_total alone
+test("refusals older than an hour are in paymos_requests_refused_total, not in paymos_requests_refused_last_hour", async () => {
+  const w = await startWorker();
+  try {
+    const old = new Date(Date.now() - 2 * 3600_000).toISOString().slice(0, 16);
+    await w.db.batch([
+      w.db.prepare("INSERT INTO request_count (bucket, name, label, count) VALUES (?, 'refused', '401 signature_mismatch', 7)").bind(old),
+      w.db.prepare("INSERT INTO request_count (bucket, name, label, count) VALUES ('total', 'refused', '401 signature_mismatch', 7)"),
+    ]);
+    const json = (await admin(w.url, "GET", "/metrics")).json;
+    assert.equal(json.refused_last_hour["401"], 0, JSON.stringify(json.refused_last_hour));
+    const text = await (await fetch(`${w.url}/admin/api/metrics?format=prometheus`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
+    const families = parsePrometheus(text);
+    assert.equal(value(families, "paymos_requests_refused_total", { status: "401", reason: "signature_mismatch" }), 7);
+    const lastHour = families.paymos_requests_refused_last_hour.samples.filter((x) => x.labels.status === "401");
+    assert.ok(lastHour.every((x) => x.value === 0), JSON.stringify(lastHour));
+  } finally {
+    await w.close();
+  }
+});
