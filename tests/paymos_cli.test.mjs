@@ -116,6 +116,7 @@ async function startSandbox(extraArgs = []) {
  * again, no new fulfilment), `fulfilAfterRefund` (a stale paid after a refund still makes a
  * fulfilment), `refundKeepsFulfilment` (a refund after payment neither cancels nor revokes),
  * `refundDropsFulfilment` (a refund after payment deletes the fulfilment, as if never made),
+ * `storeUnderHeaderId` (a refused id mismatch recorded under the header's id),
  * `doubled` (reconciliation reports a doubled invoice).
  */
 async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-token", dedupe = false, orders, oldRefundTable = false, faults = {} } = {}) {
@@ -200,6 +201,9 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
       const env = JSON.parse(body.toString("utf8"));
       if (req.headers["x-webhook-id"] !== env.event_id) {
         if (faults.storeRefused) stray();
+        if (faults.storeUnderHeaderId) {
+          deliveries.push({ event_id: req.headers["x-webhook-id"], resource_id: env.data.id, event_type: env.type, received_at: now(), processed_at: null, outcome: null });
+        }
         return reply(res, faults.mismatchStatus ?? 400, { error: "id_mismatch" });
       }
       if (dedupe && deliveries.some((d) => d.event_id === env.event_id)) {
@@ -668,9 +672,10 @@ describe("without the worker", () => {
     failsWith(s[8], /a fulfilment was made for money that went back/);
   });
 
-  test("paymos check (negative controls): a refund after payment that deletes the fulfilment", async (t) => {
+  test("paymos check (negative controls): a refund after payment that deletes the fulfilment, a mismatch kept under the header's id", async (t) => {
     // no fulfilment left is not "all cancelled": the order system may have shipped it
-    const s = await checkFake(t, { refundDropsFulfilment: true });
+    const s = await checkFake(t, { refundDropsFulfilment: true, storeUnderHeaderId: true });
+    failsWith(s[7], /a header id that is not the body's was refused, yet evt_\w+ is on record/);
     failsWith(s[8], /0 fulfilments on record, expected the 1 made at payment/);
   });
 

@@ -627,10 +627,21 @@ fn judge_reconcile_report(
             ours.iter().map(missing_id).collect::<Vec<_>>()
         )
     })?;
+    // §6: "each `missing` entry is an object {id, order_ref, brought_to_paid, status}"
+    let entry = &ours[0];
     ensure(
-        ours[0].get("brought_to_paid").is_none_or(|b| b == true),
-        || format!("{extra} was reported but not brought to paid: {}", ours[0]),
+        ["id", "order_ref", "brought_to_paid", "status"]
+            .iter()
+            .all(|k| entry.get(k).is_some()),
+        || {
+            format!(
+                "a missing entry is {{id, order_ref, brought_to_paid, status}}; {extra}'s is {entry}"
+            )
+        },
     )?;
+    ensure(entry["brought_to_paid"] == true, || {
+        format!("{extra} was reported but not brought to paid: {entry}")
+    })?;
     ev.put("ok", report["ok"].clone());
     ensure(report["ok"] == false, || {
         format!(
@@ -1103,7 +1114,8 @@ mod tests {
     fn step5_judges_the_reconcile_report() {
         // the report the worker gives: the extra invoice missing, brought to paid, ok false
         let registered = ["inv_a".to_string(), "inv_x".to_string()];
-        let good = json!({ "missing": [{ "id": "inv_x", "brought_to_paid": true }], "doubled": [], "ok": false });
+        let entry = |id: &str, brought: bool| json!({ "id": id, "order_ref": "order_x", "brought_to_paid": brought, "status": "paid" });
+        let good = json!({ "missing": [entry("inv_x", true)], "doubled": [], "ok": false });
         let judge =
             |r: &Value| judge_reconcile_report(r, &registered, "inv_x", &mut Ev(Map::new()));
         assert_eq!(judge(&good), Ok(()));
@@ -1119,19 +1131,30 @@ mod tests {
         let e = with("doubled", json!([{ "id": "inv_a" }])).unwrap_err();
         assert!(e.contains("doubled is not empty"), "{e}");
         // reported missing but not brought to paid
+        let e = with("missing", json!([entry("inv_x", false)])).unwrap_err();
+        assert!(e.contains("not brought to paid"), "{e}");
+        // an entry that is not the contract's object: a bare id, or a field left out
+        for bare in [
+            json!(["inv_x"]),
+            json!([{ "id": "inv_x", "brought_to_paid": true }]),
+        ] {
+            let e = with("missing", bare).unwrap_err();
+            assert!(e.contains("a missing entry is {id, order_ref"), "{e}");
+        }
+        // one of the check's delivered invoices reported missing too, or the extra one absent
         let e = with(
             "missing",
-            json!([{ "id": "inv_x", "brought_to_paid": false }]),
+            json!([entry("inv_x", true), entry("inv_a", true)]),
         )
         .unwrap_err();
-        assert!(e.contains("not brought to paid"), "{e}");
-        // one of the check's delivered invoices reported missing too, or the extra one absent
-        let e = with("missing", json!([{ "id": "inv_x" }, { "id": "inv_a" }])).unwrap_err();
         assert!(e.contains("expected exactly [inv_x]"), "{e}");
         assert!(with("missing", json!([])).is_err());
         // someone else's invoice in a shared sandbox is not judged
         assert_eq!(
-            with("missing", json!([{ "id": "inv_x" }, { "id": "inv_other" }])),
+            with(
+                "missing",
+                json!([entry("inv_x", true), { "id": "inv_other" }])
+            ),
             Ok(())
         );
     }
