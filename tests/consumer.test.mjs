@@ -245,15 +245,20 @@ test("the sweeper leaves recent unprocessed rows alone (threshold)", async () =>
   assert.equal(row.processed_at, null);
 });
 
-test("a delivery whose processing fails every time: retried, dead-lettered, marked dead, replayable once fixed", async () => {
+/** A delivery on record whose stored body the consumer cannot process (valid JSON, no longer a valid envelope). */
+async function unprocessable() {
   const inv = randomId("inv_");
   const env = envelope("invoice.paid", inv);
-  // a stored body the consumer cannot process (valid JSON, no longer a valid envelope)
   const broken = JSON.stringify({ event_id: env.event_id, type: "invoice.paid" });
   await w.db
     .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body) VALUES (?, ?, ?, ?)")
     .bind(env.event_id, inv, env.type, broken)
     .run();
+  return { inv, env };
+}
+
+test("a delivery whose processing fails every time: retried, dead-lettered, marked dead, replayable once fixed", async () => {
+  const { inv, env } = await unprocessable();
   const replay = await admin(w.url, "POST", `/deliveries/${env.event_id}/replay`);
   assert.equal(replay.status, 202);
   assert.equal(replay.json.enqueued, true);
@@ -299,13 +304,7 @@ test("a delivery received by POST that keeps failing goes dead by its own messag
 // generation, as a single replay does: one that keeps failing has each failure recorded and
 // goes dead, rather than being retried under a generation that is no longer the row's
 test("a bulk-replayed delivery that keeps failing: its failures recorded, marked dead", async () => {
-  const inv = randomId("inv_");
-  const env = envelope("invoice.paid", inv);
-  const broken = JSON.stringify({ event_id: env.event_id, type: "invoice.paid" });
-  await w.db
-    .prepare("INSERT INTO webhook_delivery (event_id, resource_id, event_type, body) VALUES (?, ?, ?, ?)")
-    .bind(env.event_id, inv, env.type, broken)
-    .run();
+  const { inv, env } = await unprocessable();
   const bulk = await admin(w.url, "POST", "/deliveries/replay", { resource_id: inv });
   assert.equal(bulk.status, 200, JSON.stringify(bulk.json));
   assert.deepEqual([bulk.json.matched, bulk.json.enqueued], [1, 1]);

@@ -94,6 +94,19 @@ fn effects(db: &Db, resource: &str) -> Rows {
     ))
 }
 
+/// Invoice `inv_1` paid (`evt_paid`, order `ord_A`), and its fulfilment's first attempt started
+/// by the dispatcher (`START_ATTEMPTS`, committed before the request): the fulfilment's id.
+fn paid_and_attempted(db: &mut Db) -> String {
+    insert(db, "evt_paid", "inv_1", "invoice.paid");
+    assert!(transition(db, "evt_paid", "inv_1", State::Paid, "ord_A").applied);
+    let fulfilment = effects(db, "inv_1").text(0, "effect_id").unwrap();
+    let ids = Arg::json_list(&[&fulfilment]);
+    let start =
+        st::START_ATTEMPTS.bind(vec![ids, Arg::text("-15 seconds"), Arg::text("+2 seconds")]);
+    assert!(!db.run(&start, Fault::None).result.unwrap()[0].is_empty());
+    fulfilment
+}
+
 /// **A refund cancels a dead fulfilment, and its revocation is not held behind it**
 /// (CONTRACT §3: entering `refunded`, "a fulfilment not yet delivered is cancelled: it is
 /// never sent again, by the dispatcher, the sweeper or a redelivery"; a revocation is sent
@@ -105,14 +118,8 @@ fn effects(db: &Db, resource: &str) -> Rows {
 #[test]
 fn a_refund_cancels_a_dead_fulfilment_and_its_revocation_goes_out() {
     let mut db = open();
-    insert(&mut db, "evt_paid", "inv_1", "invoice.paid");
-    assert!(transition(&mut db, "evt_paid", "inv_1", State::Paid, "ord_A").applied);
-    let fulfilment = effects(&db, "inv_1").text(0, "effect_id").unwrap();
     // the dispatcher's attempt (committed before its request), then its ladder spent
-    let ids = Arg::json_list(&[&fulfilment]);
-    let start =
-        st::START_ATTEMPTS.bind(vec![ids, Arg::text("-15 seconds"), Arg::text("+2 seconds")]);
-    assert!(!db.run(&start, Fault::None).result.unwrap()[0].is_empty());
+    let fulfilment = paid_and_attempted(&mut db);
     let dead = st::MARK_EFFECT_DEAD.bind(vec![Arg::text(&fulfilment), Arg::text("timeout")]);
     assert!(!db.run(&dead, Fault::None).result.unwrap()[0].is_empty());
 
@@ -322,14 +329,8 @@ fn an_unprocessed_delivery_is_not_archivable() {
 fn the_pull_feed_holds_a_revocation_behind_an_attempt_in_flight() {
     set_now_ms(EPOCH_MS);
     let mut db = open();
-    insert(&mut db, "evt_paid", "inv_1", "invoice.paid");
-    assert!(transition(&mut db, "evt_paid", "inv_1", State::Paid, "ord_A").applied);
-    let fulfilment = effects(&db, "inv_1").text(0, "effect_id").unwrap();
     // pushed: the dispatcher's attempt is committed, its request under way
-    let ids = Arg::json_list(&[&fulfilment]);
-    let start =
-        st::START_ATTEMPTS.bind(vec![ids, Arg::text("-15 seconds"), Arg::text("+2 seconds")]);
-    assert!(!db.run(&start, Fault::None).result.unwrap()[0].is_empty());
+    paid_and_attempted(&mut db);
     insert(&mut db, "evt_refund", "inv_1", "invoice.refunded");
     assert!(transition(&mut db, "evt_refund", "inv_1", State::Refunded, "ord_A").applied);
     let e = effects(&db, "inv_1");
