@@ -507,9 +507,8 @@ impl<'o> Sim<'o> {
     }
 
     /// The effects' lane: the dispatcher and its order system, or in pull mode the order
-    /// system that polls the feed.
-    /// In pull mode the dispatcher's lane still finishes what a switch from push left it
-    /// (`fx_candidates`: no sweeps, no redeliveries).
+    /// system that polls the feed, the dispatcher still finishing what a switch from push
+    /// left it (`fx_candidates`: no sweeps, no redeliveries).
     fn effects_step(&mut self) -> bool {
         if self.switch_mode() {
             return true;

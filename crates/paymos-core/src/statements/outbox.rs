@@ -397,7 +397,10 @@ pub fn feed_page<'a>(
         (Some(_), None) => (Some(&MARK_SERVED_BY_DISPATCH), &LIST_EFFECTS_BY_DISPATCH),
         (None, None) => (Some(&MARK_SERVED), &LIST_EFFECTS),
     };
-    let args = |n: u32, held: bool| {
+    // the pages that pull mode marks take `?5`: NULL when only listed, or served and held
+    // back behind an attempt in flight
+    let held = mark.is_some();
+    let args = |n: u32| {
         let mut args = vec![
             Arg::opt(kind),
             Arg::opt(dispatch),
@@ -405,17 +408,15 @@ pub fn feed_page<'a>(
             Arg::Int(i64::from(n)),
         ];
         if held {
-            // listed only (NULL), or served: held back behind an attempt in flight
             args.push(pull.map_or(Arg::Null, |p| Arg::Text(p.modifier().into())));
         }
         args
     };
-    let held = mark.is_some();
     let mut page = Vec::with_capacity(2);
     if let Some(mark) = mark.filter(|_| pull.is_some()) {
-        page.push(mark.bind(args(limit, held)));
+        page.push(mark.bind(args(limit)));
     }
-    page.push(list.bind(args(limit + 1, held)));
+    page.push(list.bind(args(limit + 1)));
     page
 }
 

@@ -179,16 +179,12 @@ impl Sim<'_> {
                 let start = if self.ax.rng.chance(0.4) {
                     Start::Daily { before }
                 } else if self.ax.rng.chance(self.ax.p_admin) {
-                    match self.ax.admin_cursor.take() {
-                        Some((before, after)) => Start::Admin {
-                            before,
-                            after: Some(after),
-                        },
-                        None => Start::Admin {
-                            before,
-                            after: None,
-                        },
-                    }
+                    // a new cutoff, or the one of the partial run whose cursor is posted back
+                    let (before, after) = match self.ax.admin_cursor.take() {
+                        Some((before, cursor)) => (before, Some(cursor)),
+                        None => (before, None),
+                    };
+                    Start::Admin { before, after }
                 } else {
                     Start::Continue
                 };
