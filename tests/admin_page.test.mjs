@@ -602,6 +602,33 @@ test("health charts: the last 24 hours as inline SVG drawn by the page's script,
   await page.locator("#charts").screenshot({ path: path.join(ARTIFACTS, "desktop-health-charts.png") });
 });
 
+// contract §9 ("The page at /admin shows open alerts first"): an open alert last seen long
+// before an acknowledged one is still listed above it, and each time column is its own field
+test("alerts: an open alert is listed above the quiet ones however old, with its own first and last seen", async () => {
+  const id = randomId("alt_");
+  const minutesAgo = (m) => new Date(Date.now() - m * 60000).toISOString();
+  await w.db
+    .prepare("INSERT INTO alert (id, kind, severity, summary, count, state, first_seen, last_seen) VALUES (?, 'database_size', 'warning', 'database at 81 % of its cap', 1, 'open', ?, ?)")
+    .bind(id, minutesAgo(480), minutesAgo(400))
+    .run();
+  try {
+    await page.click("#health-refresh");
+    await waitForHealth();
+    const states = await page.locator("#alert-rows tr[data-alert-id]").evaluateAll((trs) => trs.map((t) => [t.dataset.alertId, t.dataset.state]));
+    const firstQuiet = states.findIndex(([, st]) => st !== "open");
+    assert.ok(firstQuiet > 0 && states.slice(firstQuiet).every(([, st]) => st !== "open"), `open first: ${JSON.stringify(states)}`);
+    assert.ok(states.slice(0, firstQuiet).some(([a]) => a === id), "the old open alert is among the open ones");
+    const api = (await admin(w.url, "GET", "/alerts")).json.data.find((a) => a.id === id);
+    const row = page.locator(`#alert-rows tr[data-alert-id="${id}"]`);
+    assert.equal(await row.locator('td[data-label="First seen"] time').getAttribute("datetime"), api.first_seen);
+    assert.equal(await row.locator('td[data-label="Last seen"] time').getAttribute("datetime"), api.last_seen);
+  } finally {
+    await w.db.prepare("UPDATE alert SET state = 'resolved', resolved_at = ? WHERE id = ?").bind(new Date().toISOString(), id).run();
+    await page.click("#health-refresh");
+    await waitForHealth();
+  }
+});
+
 test("deliveries are listed newest first, hostile values render as text", async () => {
   const ids = await rowIds();
   assert.equal(ids.length, 50, "the default page is 50 rows");
@@ -644,6 +671,18 @@ test("deliveries are listed newest first, hostile values render as text", async 
   assert.ok(fits.scroll <= fits.client, `the table fits 1280px without scrolling (${fits.scroll} > ${fits.client})`);
   await shot("desktop-deliveries.png");
   assert.deepEqual(dialogs, [], "no dialog fired");
+});
+
+// contract §5 (a delivery's received_at and processed_at): each in its own column
+test("a delivery's Received and Processed columns are its received_at and processed_at", async () => {
+  await applyFilters({ status: "stale" });
+  const api = (await admin(w.url, "GET", `/deliveries/${seeded.stale.event_id}`)).json;
+  assert.notEqual(api.received_at, api.processed_at);
+  const row = page.locator(`#delivery-rows tr[data-event-id="${seeded.stale.event_id}"]`);
+  assert.equal(await row.locator('td[data-label="Received"] time').getAttribute("datetime"), api.received_at);
+  assert.equal(await row.locator('td[data-label="Processed"] time').getAttribute("datetime"), api.processed_at);
+  await page.click("#clear-filters");
+  await waitForList();
 });
 
 test("filters: by event type, by status dead, by resource", async () => {
@@ -849,6 +888,17 @@ test("manual transition: the target from the kind's states, applied or refused b
   await waitForList();
 });
 
+// contract §5 (effects): a withdrawal's settlement shows its amount with its currency
+test("a settlement shows its amount and currency", async () => {
+  await openResourceById(seeded.withdrawal);
+  const api = (await admin(w.url, "GET", `/resources/${seeded.withdrawal}`)).json.effects.find((e) => e.kind === "settlement");
+  assert.deepEqual([api.amount, api.currency], ["250.00", "USDT"]);
+  assert.equal(await effectRow("settlement").locator('td[data-label="Amount"]').textContent(), "250.00 USDT");
+  await page.click("#resource-close");
+  await page.click("#clear-filters");
+  await waitForList();
+});
+
 test("effects show their dispatch state; a dead one is marked (colour and words) and redelivered in one click", async () => {
   // marked paid by hand without an order_ref: the fulfilment waits in the outbox
   await openResourceById(seeded.awaitInv);
@@ -995,6 +1045,73 @@ test("replaying the dead delivery shows the API's answer, then it becomes proces
   assert.match(await page.locator(`#delivery-rows tr[data-event-id="${seeded.dead.event_id}"] td[data-label="Attempts"]`).textContent(), /1 replay/);
   await page.click("#clear-filters");
   await waitForList();
+});
+
+// contract §5 (dismiss, with a reason of 1-500 characters) and §9 (a dismissed dead item leaves
+// the dead counts): "Dismiss…" on a dead delivery (the archive) and on a dead effect (the health
+// list) sends the reason to that item's own dismiss call, and the item then reads as handled
+test("Dismiss… on a dead delivery and on a dead effect sends the reason; both then read as handled", async () => {
+  const env = envelope("invoice.paid", randomId("inv_"));
+  await insertRow({ eventId: env.event_id, resourceId: env.data.id, type: "invoice.paid", body: JSON.stringify(env), processedAt: new Date().toISOString(), outcome: "dead", attempts: 5, lastError: "d1_error: simulated outage" });
+  const eff = await w.db.prepare("SELECT effect_id FROM effect WHERE resource_id = ? AND kind = 'fulfilment'").bind(seeded.paid[3].data.id).first();
+  await w.db
+    .prepare("UPDATE effect SET dispatch = 'dead', dead_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'), attempts = 14, delivered_at = NULL, next_attempt_at = NULL WHERE effect_id = ?")
+    .bind(eff.effect_id)
+    .run();
+  const dismiss = async (row, id, reason) => {
+    await row.getByRole("button", { name: `Dismiss ${id}` }).click();
+    await row.getByRole("textbox", { name: `Why ${id} needs no replay` }).fill(reason);
+    await row.getByRole("button", { name: "Dismiss", exact: true }).click();
+    await page.waitForFunction((id) => new RegExp(`${id} dismissed|Dismissing ${id} failed`).test(document.getElementById("notice").textContent), id);
+    assert.match(await page.locator("#notice").textContent(), new RegExp(`${id} dismissed`));
+  };
+
+  await applyFilters({ status: "dead" });
+  await dismiss(page.locator(`#delivery-rows tr[data-event-id="${env.event_id}"]`), env.event_id, "refunded by hand, ticket 7");
+  const d = await w.db.prepare("SELECT outcome, dismissed_at, dismiss_reason FROM webhook_delivery WHERE event_id = ?").bind(env.event_id).first();
+  assert.equal(d.outcome, "dead", "dismissed, not replayed");
+  assert.equal(d.dismiss_reason, "refunded by hand, ticket 7");
+  assert.ok(d.dismissed_at);
+  await applyFilters({ resource: env.data.id });
+  const row = page.locator(`#delivery-rows tr[data-event-id="${env.event_id}"]`);
+  const status = await row.locator('td[data-label="Status"]').textContent();
+  assert.match(status, /dismissed: refunded by hand, ticket 7/);
+  assert.doesNotMatch(status, /DEAD|needs replay/, "handled: not a call to act");
+  assert.equal(await row.getByRole("button", { name: `Dismiss ${env.event_id}` }).count(), 0);
+
+  await page.click("#health-refresh");
+  await waitForHealth();
+  await dismiss(page.locator(`#dead-effect-rows tr[data-effect-id="${eff.effect_id}"]`), eff.effect_id, "shipped by hand, ticket 8");
+  const e = await w.db.prepare("SELECT dispatch, dismissed_at, dismiss_reason FROM effect WHERE effect_id = ?").bind(eff.effect_id).first();
+  assert.deepEqual([e.dispatch, e.dismiss_reason], ["dead", "shipped by hand, ticket 8"]);
+  assert.ok(e.dismissed_at);
+  await page.waitForFunction(() =>
+    ["dead-deliveries", "dead-effects"].every((k) => document.querySelector(`#tiles [data-metric="${k}"] .tile-value`)?.textContent === "0"),
+  );
+  assert.equal(await page.isVisible("#dead-effects"), false);
+  await page.click("#clear-filters");
+  await waitForList();
+});
+
+// contract §5: redeliver answers 409 {"error":"cancelled"} for a fulfilment whose invoice has a
+// revocation (amended); the page shows that refusal as a failure, never as an accepted redelivery
+test("redelivering a revoked invoice's dead fulfilment shows the API's 409 as a failure", async () => {
+  const f = await w.db.prepare("SELECT effect_id, dispatch, delivered_at FROM effect WHERE resource_id = ? AND kind = 'fulfilment'").bind(seeded.refundInv).first();
+  await w.db.prepare("UPDATE effect SET dispatch = 'dead', dead_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'), delivered_at = NULL WHERE effect_id = ?").bind(f.effect_id).run();
+  try {
+    await openResourceById(seeded.refundInv);
+    await effectRow("fulfilment").getByRole("button", { name: `Redeliver ${f.effect_id}` }).click();
+    await page.waitForFunction((id) => new RegExp(`Redelivery of ${id} (accepted|failed)`).test(document.getElementById("notice").textContent), f.effect_id);
+    assert.match(await page.locator("#notice").textContent(), new RegExp(`Redelivery of ${f.effect_id} failed: cancelled.*\\(HTTP 409\\)`));
+    assert.equal((await w.db.prepare("SELECT dispatch FROM effect WHERE effect_id = ?").bind(f.effect_id).first()).dispatch, "dead");
+  } finally {
+    await w.db.prepare("UPDATE effect SET dispatch = ?, dead_at = NULL, delivered_at = ? WHERE effect_id = ?").bind(f.dispatch, f.delivered_at, f.effect_id).run();
+    if (await page.isVisible("#resource")) await page.click("#resource-close");
+    await page.click("#clear-filters");
+    await waitForList();
+    await page.click("#health-refresh");
+    await waitForHealth();
+  }
 });
 
 test("reconciliation runs from the page and shows its report", async () => {
@@ -1253,6 +1370,34 @@ test("the audit log lists the page's writes as the API does, newest first, filte
   await page.locator('#audit-rows td[data-label="Target"] button').first().click();
   await page.waitForSelector("#resource:not([hidden])");
   await page.click("#resource-close");
+});
+
+// contract §5/§11 (GET /admin/api/audit is cursor-paginated): Older → reads the next page of
+// the filtered log, ← Newer comes back
+test("the audit log pages past 50 rows with Older → and back with ← Newer", async () => {
+  const actor = "pager@example.com";
+  await w.db
+    .prepare("INSERT INTO audit (actor, action, target, outcome, detail) SELECT ?, 'replay', 'evt_auditpage' || value, 'replayed', '{}' FROM json_each(?)")
+    .bind(actor, JSON.stringify(Array.from({ length: 55 }, (_, i) => i)))
+    .run();
+  const api = (await admin(w.url, "GET", `/audit?actor=${encodeURIComponent(actor)}&limit=100`)).json.data.map((a) => a.id);
+  assert.equal(api.length, 55);
+  const ids = () => page.locator("#audit-rows tr[data-audit-id]").evaluateAll((trs) => trs.map((t) => Number(t.dataset.auditId)));
+  const loaded = () => page.waitForFunction(() => !document.getElementById("audit-table").hasAttribute("aria-busy"));
+  await page.fill("#a-actor", actor);
+  await page.click("#audit-filters button[type=submit]");
+  await loaded();
+  assert.deepEqual(await ids(), api.slice(0, 50));
+  await page.click("#audit-older");
+  await loaded();
+  assert.deepEqual(await ids(), api.slice(50));
+  assert.match(await page.locator("#audit-summary").textContent(), /^Rows 51–55, newest first/);
+  assert.equal(await page.isDisabled("#audit-older"), true);
+  await page.click("#audit-newer");
+  await loaded();
+  assert.deepEqual(await ids(), api.slice(0, 50));
+  await page.click("#audit-clear");
+  await loaded();
 });
 
 test("keyboard focus is visible", async () => {
