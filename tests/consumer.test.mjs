@@ -2,8 +2,8 @@
 // one transaction, exactly-once effects, retries, dead-letter queue, sweeper.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker, eventually, ADMIN_TOKEN } from "./helpers/worker.mjs";
-import { deliver, envelope, randomId, admin } from "./helpers/paymos.mjs";
+import { startWorker, eventually, ADMIN_TOKEN, SECRET_NEW } from "./helpers/worker.mjs";
+import { deliver, envelope, randomId, admin, sign } from "./helpers/paymos.mjs";
 
 let w;
 before(async () => {
@@ -466,4 +466,54 @@ test("a queue message that is not ours is dropped without holding back the batch
   await queue.sendBatch([{ body: { garbage: true } }, { body: { event_id: "evt_../x" } }, { body: "text" }, { body: { event_id: env.event_id } }]);
   assert.equal((await processed(env.event_id)).outcome, "applied");
   await eventually("the three unreadable messages to be logged", () => w.logs.filter((l) => l.outcome === "unreadable_message").length - before === 3);
+  // acknowledged, not retried: retrying cannot make them readable (a retry is seen again in 1 s)
+  await new Promise((r) => setTimeout(r, 3000));
+  assert.equal(w.logs.filter((l) => l.outcome === "unreadable_message").length - before, 3, "each unreadable message seen once");
+});
+
+// §3.1 and §5: what goes on the deliveries queue is `{event_id, generation}` whichever path
+// sent it (the JS driver, the wasm's fast path for a large body, its general path for a chunked
+// one) and a replay's message carries its new generation, so that an old generation's dead
+// letter never marks the replayed delivery dead. Read by a probe consuming in our consumer's place.
+test("every path sends {event_id, generation} on the queue; a replay sends its new generation", async () => {
+  const probe = {
+    name: "probe",
+    modules: true,
+    compatibilityDate: "2025-09-23",
+    queueConsumers: { "paymos-deliveries": { maxBatchTimeout: 0 } },
+    script: `export default {
+      async queue(batch) {
+        for (const m of batch.messages) console.log(JSON.stringify({ stage: "probe", body: m.body }));
+        batch.ackAll();
+      },
+    };`,
+  };
+  const p = await startWorker({ patch: (o) => delete o.queueConsumers["paymos-deliveries"], otherWorkers: [probe] });
+  try {
+    const small = envelope("invoice.paid", randomId("inv_"));
+    const large = envelope("invoice.paid", randomId("inv_"), { data: { note: "x".repeat(9000) } });
+    const chunked = envelope("invoice.paid", randomId("inv_"));
+    assert.equal((await deliver(p.url, small)).status, 200);
+    assert.equal((await deliver(p.url, large)).status, 200);
+    const t = Math.floor(Date.now() / 1000);
+    const bytes = Buffer.from(JSON.stringify(chunked));
+    const r = await fetch(`${p.url}/webhooks/paymos`, {
+      method: "POST",
+      headers: { "x-webhook-id": chunked.event_id, "x-webhook-signature": `t=${t},v1=${sign(SECRET_NEW, t, bytes)}` },
+      body: new ReadableStream({ start(c) { c.enqueue(bytes); c.close(); } }),
+      duplex: "half",
+    });
+    assert.equal(r.status, 200);
+    const sent = (id) => p.logs.filter((l) => l.stage === "probe" && l.body?.event_id === id).map((l) => l.body);
+    for (const env of [small, large, chunked]) {
+      const bodies = await eventually(`${env.event_id}'s message`, () => (sent(env.event_id).length ? sent(env.event_id) : null));
+      assert.deepEqual(bodies, [{ event_id: env.event_id, generation: 0 }]);
+    }
+    const replay = await admin(p.url, "POST", `/deliveries/${small.event_id}/replay`);
+    assert.equal(replay.status, 202, JSON.stringify(replay.json));
+    await eventually("the replay's message", () => sent(small.event_id).length === 2);
+    assert.deepEqual(sent(small.event_id)[1], { event_id: small.event_id, generation: replay.json.generation });
+  } finally {
+    await p.close();
+  }
 });

@@ -1203,3 +1203,65 @@ test("refusals older than an hour are in paymos_requests_refused_total, not in p
     await w.close();
   }
 });
+
+// §9: the isolate's counts are written once per COUNTERS_FLUSH_SECONDS, again and again: the
+// reply after a write schedules the next one (a later burst is not left in the isolate alone)
+test("after one write of the counts, the next refusals schedule the next write", async () => {
+  const w = await startWorker({ vars: { COUNTERS_FLUSH_SECONDS: "1" } });
+  try {
+    const env = envelope("invoice.paid", randomId("inv_"));
+    const written = async () =>
+      (await w.db.prepare("SELECT count FROM request_count WHERE bucket = 'total' AND name = 'refused' AND label = '401 signature_mismatch'").first())?.count;
+    for (let i = 0; i < 3; i++) assert.equal((await badSignature(w.url, env)).status, 401);
+    await eventually("the first burst written", async () => (await written()) === 3, 10000, 200);
+    for (let i = 0; i < 2; i++) assert.equal((await badSignature(w.url, env)).status, 401);
+    await eventually("the second burst written", async () => (await written()) === 5, 10000, 200);
+  } finally {
+    await w.close();
+  }
+});
+
+// §4: every numeric setting's range, default and warning: a value outside its range (or not a
+// number) is not used as given, and the metrics say which value is used instead
+test("each numeric setting out of its range is said with the value used instead", async () => {
+  const w = await startWorker({
+    vars: {
+      SWEEP_AFTER_SECONDS: "-1",
+      QUEUE_RETRY_BASE_SECONDS: "1000",
+      COUNTERS_FLUSH_SECONDS: "26",
+      ORDER_SYSTEM_TIMEOUT_MS: "99",
+      ALERT_SIGNATURE_REFUSALS: "0",
+      DATABASE_SIZE_LIMIT_BYTES: "lots",
+    },
+  });
+  try {
+    const warnings = (await admin(w.url, "GET", "/metrics")).json.config.warnings;
+    for (const expected of [
+      'SWEEP_AFTER_SECONDS is "-1", outside 0 to 1000000000: 300 is used',
+      'QUEUE_RETRY_BASE_SECONDS is "1000", outside 0 to 900: 900 is used',
+      'COUNTERS_FLUSH_SECONDS is "26", outside 1 to 25: 25 is used',
+      'ORDER_SYSTEM_TIMEOUT_MS is "99", outside 100 to 60000: 100 is used',
+      'ALERT_SIGNATURE_REFUSALS is "0", outside 1 to 1000000000: ',
+      'DATABASE_SIZE_LIMIT_BYTES is "lots", which cannot be read as a number: the default 10000000000 is used',
+    ]) {
+      assert.ok(warnings.some((x) => x.startsWith(expected)), `${expected} in ${JSON.stringify(warnings)}`);
+    }
+  } finally {
+    await w.close();
+  }
+});
+
+// §9: accepted signatures are counted under the secret that verified them, so that an operator
+// who rotated sees when the old one stops being used: the old secret's delivery is the old one's
+test("a delivery signed with the old secret only is counted under the old secret, not the first one", async () => {
+  const w = await startWorker();
+  try {
+    assert.equal((await deliver(w.url, envelope("invoice.paid", randomId("inv_")), { secrets: [SECRET_OLD] })).status, 200);
+    assert.equal((await deliver(w.url, envelope("invoice.paid", randomId("inv_")), { secrets: ["whsec_wrong_000000", SECRET_OLD] })).status, 200);
+    const verified = Object.fromEntries((await admin(w.url, "GET", "/metrics")).json.signatures.map((x) => [x.secret, x.verified]));
+    const id = (s) => createHash("sha256").update(s).digest("hex").slice(0, 8);
+    assert.deepEqual([verified[id(SECRET_NEW)], verified[id(SECRET_OLD)]], [0, 2], JSON.stringify(verified));
+  } finally {
+    await w.close();
+  }
+});

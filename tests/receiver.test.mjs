@@ -421,6 +421,10 @@ test("PAYMOS_MAX_BODY_BYTES above 1 MiB (a D1 row holds 2 MB) is not used: the d
     const res = await deliver(wide.url, big);
     assert.equal(res.status, 413);
     assert.equal(res.json.error, "payload_too_large");
+    // §4: said in a log line by the receive path itself, before any cron runs
+    await eventually("the receive path's config line", () =>
+      wide.logs.some((l) => l.stage === "config" && l.outcome === "invalid_setting" && /^PAYMOS_MAX_BODY_BYTES is "2097152"/.test(l.detail)),
+    );
     const metrics = await fetch(`${wide.url}/admin/api/metrics`, { headers: { authorization: "Bearer test-admin-token-0123456789" } }).then((r) => r.json());
     assert.ok(
       metrics.config.warnings.includes('PAYMOS_MAX_BODY_BYTES is "2097152", outside 1 to 1048576: 262144 is used'),
@@ -496,4 +500,67 @@ test("refusals that need no body (413, 405, 404, 401, a bad admin id) leave the 
     }
   }
   assert.deepEqual(failures, []);
+});
+
+// §1 replies, §4: PAYMOS_MAX_BODY_BYTES under 8 KiB, so that the limit is kept by the JS
+// driver's path (a body with a Content-Length) and by the general path (a chunked body): a body
+// of exactly the limit is taken, one byte more is 413
+test("a limit under 8 KiB: exactly PAYMOS_MAX_BODY_BYTES is accepted by either path, one byte more is 413", async () => {
+  const LIMIT = 2000;
+  const small = await startWorker({ vars: { PAYMOS_MAX_BODY_BYTES: String(LIMIT) } });
+  try {
+    const sized = (bytes) => {
+      const env = envelope("invoice.paid", randomId("inv_"), { data: { note: "" } });
+      env.data.note = "s".repeat(bytes - JSON.stringify(env).length);
+      return env;
+    };
+    const chunked = async (env) => {
+      const t = Math.floor(Date.now() / 1000);
+      const bytes = Buffer.from(JSON.stringify(env));
+      const r = await fetch(`${small.url}/webhooks/paymos`, {
+        method: "POST",
+        headers: { "x-webhook-id": env.event_id, "x-webhook-signature": `t=${t},v1=${sign(SECRET_NEW, t, bytes)}` },
+        body: new ReadableStream({ start(c) { c.enqueue(bytes); c.close(); } }),
+        duplex: "half",
+      });
+      return { status: r.status, json: await r.json() };
+    };
+    for (const [way, send] of [["content-length", (env) => deliver(small.url, env)], ["chunked", chunked]]) {
+      const at = await send(sized(LIMIT));
+      assert.deepEqual([at.status, at.json], [200, { received: true, duplicate: false }], `${way}: exactly the limit`);
+      const over = await send(sized(LIMIT + 1));
+      assert.deepEqual([over.status, over.json], [413, { error: "payload_too_large" }], `${way}: one byte over`);
+    }
+  } finally {
+    await small.close();
+  }
+});
+
+// §9 refusals are 401/400/413 only, §4 a missing secret is said: a worker with no secret
+// answers 503 (not a refusal: nothing counted) and its metrics say why every delivery fails
+test("no secret configured: the 503 is not counted as a refusal, and the metrics' warnings say it", async () => {
+  const unconfigured = await startWorker({ vars: { PAYMOS_WEBHOOK_SECRETS: " " } });
+  try {
+    const res = await deliver(unconfigured.url, envelope("invoice.paid", randomId("inv_")));
+    assert.equal(res.status, 503);
+    const metrics = (await admin(unconfigured.url, "GET", "/metrics")).json;
+    assert.equal(metrics.refused_last_hour.total, 0, JSON.stringify(metrics.refused_last_hour));
+    assert.ok(
+      metrics.config.warnings.includes("PAYMOS_WEBHOOK_SECRETS is not set: every delivery is refused (503)"),
+      JSON.stringify(metrics.config.warnings),
+    );
+  } finally {
+    await unconfigured.close();
+  }
+});
+
+// §1 (the header id is unsigned) and the receive log line: an X-Webhook-Id that is not an id is
+// never written into the line, so a forged header cannot inject fields or break the JSON
+test("a refused delivery whose X-Webhook-Id is not an id: its log line names no id and injects nothing", async () => {
+  const env = envelope("invoice.paid", randomId("inv_"));
+  const forged = `${env.event_id}","outcome":"accepted`;
+  const res = await deliver(w.url, env, { id: forged, secrets: ["whsec_wrong_000000"], headers: { "x-webhook-attempt": "7301" } });
+  assert.equal(res.status, 401);
+  const line = await eventually("the refusal's line", () => w.logs.find((l) => l.stage === "receive" && l.attempt === 7301));
+  assert.deepEqual([line.event_id, line.outcome, line.status], [null, "signature_mismatch", 401]);
 });
