@@ -3,7 +3,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { request } from "node:http";
 import { startWorker, eventually, SECRET_NEW, SECRET_OLD } from "./helpers/worker.mjs";
-import { admin, deliver, envelope, randomId, sign } from "./helpers/paymos.mjs";
+import { admin, deliver, deliverChunked, envelope, randomId, sign } from "./helpers/paymos.mjs";
 
 let w;
 before(async () => {
@@ -382,34 +382,16 @@ test("the queue unavailable after the insert: still 200 (the row is durable), th
   }
 });
 
-/** POSTs `body` in chunks with no Content-Length (Transfer-Encoding: chunked). */
-async function deliverChunked(env, body, chunkSize = 16 * 1024) {
-  const t = Math.floor(Date.now() / 1000);
-  const bytes = Buffer.from(body);
-  const stream = new ReadableStream({
-    start(controller) {
-      for (let i = 0; i < bytes.length; i += chunkSize) controller.enqueue(bytes.subarray(i, i + chunkSize));
-      controller.close();
-    },
-  });
-  const res = await fetch(`${w.url}/webhooks/paymos`, {
-    method: "POST",
-    headers: { "x-webhook-id": env.event_id, "x-webhook-signature": `t=${t},v1=${sign(SECRET_NEW, t, bytes)}` },
-    body: stream,
-    duplex: "half",
-  });
-  return { status: res.status, json: await res.json() };
-}
 
 test("a chunked body with no Content-Length: over the limit 413 (read no further), under it 200", async () => {
   const big = envelope("invoice.paid", randomId("inv_"), { data: { note: "z".repeat(300 * 1024) } });
   const before = await totalRows();
-  const over = await deliverChunked(big, JSON.stringify(big));
+  const over = await deliverChunked(w.url, big);
   assert.equal(over.status, 413);
   assert.equal(over.json.error, "payload_too_large");
   assert.equal(await totalRows(), before);
   const small = envelope("invoice.paid", randomId("inv_"), { data: { note: "z".repeat(100 * 1024) } });
-  const ok = await deliverChunked(small, JSON.stringify(small));
+  const ok = await deliverChunked(w.url, small);
   assert.equal(ok.status, 200);
   assert.equal(await rowCount(small.event_id), 1);
 });
@@ -477,7 +459,7 @@ test("refusals that need no body (413, 405, 404, 401, a bad admin id) leave the 
     [413, () => fetch(`${w.url}/webhooks/paymos`, { method: "POST", body: big })],
     [413, async () => {
       const env = envelope("invoice.paid", randomId("inv_"), { data: { note: "z".repeat(300 * 1024) } });
-      return { status: (await deliverChunked(env, JSON.stringify(env))).status, text: async () => "" };
+      return { status: (await deliverChunked(w.url, env)).status, text: async () => "" };
     }],
     [405, () => fetch(`${w.url}/webhooks/paymos`, { method: "PUT", body: "{}" })],
     [404, () => fetch(`${w.url}/nowhere`, { method: "POST", body: "{}" })],
@@ -514,17 +496,7 @@ test("a limit under 8 KiB: exactly PAYMOS_MAX_BODY_BYTES is accepted by either p
       env.data.note = "s".repeat(bytes - JSON.stringify(env).length);
       return env;
     };
-    const chunked = async (env) => {
-      const t = Math.floor(Date.now() / 1000);
-      const bytes = Buffer.from(JSON.stringify(env));
-      const r = await fetch(`${small.url}/webhooks/paymos`, {
-        method: "POST",
-        headers: { "x-webhook-id": env.event_id, "x-webhook-signature": `t=${t},v1=${sign(SECRET_NEW, t, bytes)}` },
-        body: new ReadableStream({ start(c) { c.enqueue(bytes); c.close(); } }),
-        duplex: "half",
-      });
-      return { status: r.status, json: await r.json() };
-    };
+    const chunked = (env) => deliverChunked(small.url, env);
     for (const [way, send] of [["content-length", (env) => deliver(small.url, env)], ["chunked", chunked]]) {
       const at = await send(sized(LIMIT));
       assert.deepEqual([at.status, at.json], [200, { received: true, duplicate: false }], `${way}: exactly the limit`);

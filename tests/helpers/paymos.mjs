@@ -51,6 +51,28 @@ export async function deliver(url, env, { secrets = [SECRET_NEW], t, headers = {
   return { status: res.status, json, text };
 }
 
+/**
+ * POSTs a delivery with no Content-Length (Transfer-Encoding: chunked), signed with
+ * SECRET_NEW: `body` (the envelope's JSON unless given) in chunks of `chunkSize` bytes.
+ */
+export async function deliverChunked(url, env, { body = JSON.stringify(env), chunkSize = 16 * 1024, headers = {} } = {}) {
+  const t = Math.floor(Date.now() / 1000);
+  const bytes = Buffer.from(body);
+  const stream = new ReadableStream({
+    start(c) {
+      for (let i = 0; i < bytes.length; i += chunkSize) c.enqueue(bytes.subarray(i, i + chunkSize));
+      c.close();
+    },
+  });
+  const res = await fetch(`${url}/webhooks/paymos`, {
+    method: "POST",
+    headers: { "x-webhook-id": env.event_id, "x-webhook-signature": `t=${t},v1=${sign(SECRET_NEW, t, bytes)}`, ...headers },
+    body: stream,
+    duplex: "half",
+  });
+  return { status: res.status, json: await res.json() };
+}
+
 export async function admin(url, method, path, body, token = ADMIN_TOKEN) {
   const res = await fetch(`${url}/admin/api${path}`, {
     method,
