@@ -123,8 +123,12 @@ impl Sim<'_> {
             },
         )?;
         self.stats.reconciled += 1;
+        // none when the guarded write created nothing for an invoice never seen here (refused,
+        // a refund on record holding it back): the Worker answers the transition's status,
+        // None, the same
         let row = self.db.read(&st::LOAD_RESOURCE.bind(vec![Arg::text(id)]));
-        Ok((self.rm[r].applied > before, row.text(0, "status")))
+        let status = (!row.is_empty()).then(|| row.text(0, "status")).flatten();
+        Ok((self.rm[r].applied > before, status))
     }
 
     /// `GET /v1/invoices?status=paid`: the world's invoices paid at the provider now, newest
