@@ -85,6 +85,9 @@ print(json.dumps({"samples": sorted(samples, key=json.dumps), "types": types}))
 /** A configured secret's public name in the metrics: the first 8 hex of its SHA-256. */
 const secretId = (secret) => createHash("sha256").update(secret).digest("hex").slice(0, 8);
 
+/** The all-time count of 401 signature_mismatch refusals written to D1 (undefined before any). */
+const signatureRefusalsWritten = async (db) => (await db.prepare("SELECT count FROM request_count WHERE bucket = 'total' AND name = 'refused' AND label = '401 signature_mismatch'").first())?.count;
+
 const value = (families, metric, labels = {}) => {
   const f = families[metric];
   assert.ok(f, `${metric} is exported`);
@@ -249,10 +252,9 @@ test("the counts of a burst that ends are written without another request or the
     const env = envelope("invoice.paid", randomId("inv_"));
     const replies = await Promise.all(Array.from({ length: 40 }, () => badSignature(w.url, env)));
     assert.ok(replies.every((r) => r.status === 401));
-    const written = () => w.db.prepare("SELECT count FROM request_count WHERE bucket = 'total' AND name = 'refused' AND label = '401 signature_mismatch'").first();
     // nothing else reaches the isolate: the write scheduled by the burst's first reply
-    const row = await eventually("the burst's counts in D1", written, 10000, 200);
-    assert.equal(row.count, 40);
+    const count = await eventually("the burst's counts in D1", () => signatureRefusalsWritten(w.db), 10000, 200);
+    assert.equal(count, 40);
     assert.ok((await w.db.prepare("SELECT count(*) AS n FROM request_count").first()).n <= 4, "one small batch, not a row per request");
     assert.equal((await admin(w.url, "GET", "/metrics")).json.refused_last_hour.by_reason["401 signature_mismatch"], 40, "counted once");
   } finally {
@@ -1210,8 +1212,7 @@ test("after one write of the counts, the next refusals schedule the next write",
   const w = await startWorker({ vars: { COUNTERS_FLUSH_SECONDS: "1" } });
   try {
     const env = envelope("invoice.paid", randomId("inv_"));
-    const written = async () =>
-      (await w.db.prepare("SELECT count FROM request_count WHERE bucket = 'total' AND name = 'refused' AND label = '401 signature_mismatch'").first())?.count;
+    const written = () => signatureRefusalsWritten(w.db);
     for (let i = 0; i < 3; i++) assert.equal((await badSignature(w.url, env)).status, 401);
     await eventually("the first burst written", async () => (await written()) === 3, 10000, 200);
     for (let i = 0; i < 2; i++) assert.equal((await badSignature(w.url, env)).status, 401);
@@ -1259,8 +1260,7 @@ test("a delivery signed with the old secret only is counted under the old secret
     assert.equal((await deliver(w.url, envelope("invoice.paid", randomId("inv_")), { secrets: [SECRET_OLD] })).status, 200);
     assert.equal((await deliver(w.url, envelope("invoice.paid", randomId("inv_")), { secrets: ["whsec_wrong_000000", SECRET_OLD] })).status, 200);
     const verified = Object.fromEntries((await admin(w.url, "GET", "/metrics")).json.signatures.map((x) => [x.secret, x.verified]));
-    const id = (s) => createHash("sha256").update(s).digest("hex").slice(0, 8);
-    assert.deepEqual([verified[id(SECRET_NEW)], verified[id(SECRET_OLD)]], [0, 2], JSON.stringify(verified));
+    assert.deepEqual([verified[secretId(SECRET_NEW)], verified[secretId(SECRET_OLD)]], [0, 2], JSON.stringify(verified));
   } finally {
     await w.close();
   }
