@@ -190,9 +190,10 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
       if (req.method !== "POST") return reply(res, 405);
       seen.webhook++;
       // (storeRefused / storeDuplicates: a row written for a request that must leave none)
-      const stray = () => {
+      // (storeUnderHeaderId: under the header's id rather than the body's)
+      const stray = (eventId) => {
         const e = JSON.parse(body.toString("utf8"));
-        deliveries.push({ event_id: e.event_id, resource_id: e.data.id, event_type: e.type, received_at: now(), processed_at: null, outcome: null });
+        deliveries.push({ event_id: eventId ?? e.event_id, resource_id: e.data.id, event_type: e.type, received_at: now(), processed_at: null, outcome: null });
       };
       if (!verify(req.headers["x-webhook-signature"], body)) {
         if (faults.storeRefused) stray();
@@ -201,9 +202,7 @@ async function startBrokenReceiver({ secret = DEV_SECRET, token = "broken-admin-
       const env = JSON.parse(body.toString("utf8"));
       if (req.headers["x-webhook-id"] !== env.event_id) {
         if (faults.storeRefused) stray();
-        if (faults.storeUnderHeaderId) {
-          deliveries.push({ event_id: req.headers["x-webhook-id"], resource_id: env.data.id, event_type: env.type, received_at: now(), processed_at: null, outcome: null });
-        }
+        if (faults.storeUnderHeaderId) stray(req.headers["x-webhook-id"]);
         return reply(res, faults.mismatchStatus ?? 400, { error: "id_mismatch" });
       }
       if (dedupe && deliveries.some((d) => d.event_id === env.event_id)) {
