@@ -6,41 +6,11 @@ use paymos_core::actors::{dead_letter, dispatch};
 use paymos_core::machine::Guard;
 use paymos_core::statements::{self as st, Arg, Statement};
 use paymos_core::{plan, ResourceKind, State, TransitionPlan};
+mod common;
+use common::{assert_caught, SEEDS};
 use paymos_sim::{
     clock, default_threads, run_many, run_seed, Db, Edits, Mutations, Options, Report,
 };
-
-/// The default budget: what `cargo test --release -p paymos-sim` covers.
-const SEEDS: u64 = 2_000;
-
-fn first_failure(mutations: Mutations) -> Option<Report> {
-    let opts = Options {
-        mutations,
-        keep_trace: false,
-    };
-    let summary = run_many(0, SEEDS, default_threads(), &opts, true);
-    summary.failures.into_iter().next()
-}
-
-/// Caught: the first failing seed has a violation containing every string of one of
-/// `expect`'s alternatives.
-fn assert_caught(name: &str, mutations: Mutations, expect: &[&[&str]]) {
-    let Some(report) = first_failure(mutations) else {
-        panic!("{name}: the simulator found nothing in {SEEDS} seeds");
-    };
-    eprintln!(
-        "{name}: caught at seed {}:\n{}",
-        report.seed,
-        report.failure_text()
-    );
-    assert!(
-        report.violations.iter().any(|v| expect
-            .iter()
-            .any(|alternative| alternative.iter().all(|e| v.contains(e)))),
-        "{name}: caught, but not as expected ({expect:?}): {:?}",
-        report.violations
-    );
-}
 
 #[test]
 fn every_statement_prepares_against_the_migrated_schema() {
