@@ -112,7 +112,6 @@ fn main() {
                 "kind": kind.as_str(),
                 "to": to.as_str(),
                 "guard": {
-                    "from_unknown": p.guard.from_unknown,
                     "from": p.guard.from.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
                 },
                 "effect": effect,

@@ -173,25 +173,22 @@ impl CauseKind {
 /// From which states entering a given state is allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Guard {
-    /// Allowed when the resource has no row yet.
-    pub from_unknown: bool,
     pub from: &'static [State],
 }
 
 impl Guard {
     pub fn allows(&self, current: Option<State>) -> bool {
         match current {
-            None => self.from_unknown,
+            // a first-seen resource accepts every event (CONTRACT §3's "unknown resource"
+            // row, in every table): the guarded write is an upsert (GUARDED_UPSERT)
+            None => true,
             Some(s) => self.from.contains(&s),
         }
     }
 }
 
 const fn g(from: &'static [State]) -> Guard {
-    Guard {
-        from_unknown: true,
-        from,
-    }
+    Guard { from }
 }
 
 // ---- tables -------------------------------------------------------------
@@ -731,7 +728,7 @@ mod tests {
             let names: Vec<State> = guards(kind).iter().map(|(s, _)| *s).collect();
             assert_eq!(names, states(kind));
             for (to, g) in guards(kind) {
-                assert!(g.from_unknown, "first-seen resources accept any event");
+                assert!(g.allows(None), "first-seen resources accept any event");
                 assert!(!g.from.contains(to), "{kind:?}: no self-loops ({to})");
                 for f in g.from {
                     assert!(states(kind).contains(f), "{kind:?}: {f}");
@@ -741,7 +738,6 @@ mod tests {
         assert_eq!(
             guard(Invoice, Paid),
             Some(Guard {
-                from_unknown: true,
                 from: &[Created, Confirming, PartiallyPaid, Expired, Failed]
             })
         );

@@ -175,7 +175,7 @@ fn leak(name: &'static str, sql: String, params: &'static [&'static str]) -> &'s
     }))
 }
 
-/// GUARDED_UPSERT and GUARDED_UPDATE as the fix proposes: the delivery as `?9`, gating the
+/// GUARDED_UPSERT (and GUARDED_UPDATE, since removed: no plan used it) as the fix proposes: the delivery as `?9`, gating the
 /// guarded write.
 fn fixed(s: &'static Statement) -> &'static Statement {
     // the fix is in the shared statements now: they already gate on the delivery (?9)
@@ -183,7 +183,6 @@ fn fixed(s: &'static Statement) -> &'static Statement {
         return s;
     }
     static UPSERT: OnceLock<&'static Statement> = OnceLock::new();
-    static UPDATE: OnceLock<&'static Statement> = OnceLock::new();
     const PARAMS: &[&str] = &[
         "id",
         "kind",
@@ -207,9 +206,6 @@ fn fixed(s: &'static Statement) -> &'static Statement {
                 PARAMS,
             )
         }),
-        "GUARDED_UPDATE" => {
-            UPDATE.get_or_init(|| leak("GUARDED_UPDATE", format!("{} AND {GATE}", s.sql), PARAMS))
-        }
         _ => s,
     }
 }

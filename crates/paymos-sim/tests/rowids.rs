@@ -501,7 +501,7 @@ fn the_history_after_0019_is_one_b_tree_keyed_by_resource_with_every_row() {
             Value::Null, // no refund hold
         ])
         .collect();
-    let guarded = &paymos_core::statements::GUARDED_UPDATE;
+    let guarded = &paymos_core::statements::GUARDED_UPSERT;
     assert_eq!(
         c.execute(guarded.sql, rusqlite::params_from_iter(refunded))
             .unwrap(),

@@ -173,7 +173,6 @@ fn paid_from_paid(kind: ResourceKind, to: State) -> Option<TransitionPlan> {
     }
     Some(TransitionPlan {
         guard: Guard {
-            from_unknown: true,
             from: PAID_FROM_PAID,
         },
         ..p
@@ -212,7 +211,6 @@ fn overpaid_from_paid(kind: ResourceKind, to: State) -> Option<TransitionPlan> {
     }
     Some(TransitionPlan {
         guard: Guard {
-            from_unknown: true,
             from: OVERPAID_FROM_PAID,
         },
         ..p

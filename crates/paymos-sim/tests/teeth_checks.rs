@@ -556,11 +556,6 @@ fn teeth_a_license_that_is_not_the_one_drawn() {
 /// order_ref erases it.
 fn order_ref_overwritten(s: &'static Statement) -> Option<String> {
     match s.name {
-        "GUARDED_UPDATE" => Some(edit(
-            s,
-            "order_ref = coalesce(order_ref, ?4)",
-            "order_ref = ?4",
-        )),
         "GUARDED_UPSERT" => Some(edit(
             s,
             "order_ref = coalesce(resource.order_ref, excluded.order_ref)",
@@ -644,7 +639,6 @@ fn refund_not_from_overpaid(kind: ResourceKind, to: State) -> Option<TransitionP
     Some(TransitionPlan {
         guard: Guard {
             from: without(p.guard.from, State::Overpaid, &FROM),
-            ..p.guard
         },
         ..p
     })
@@ -673,7 +667,6 @@ fn paid_not_from_confirming(kind: ResourceKind, to: State) -> Option<TransitionP
     Some(TransitionPlan {
         guard: Guard {
             from: without(p.guard.from, State::Confirming, &FROM),
-            ..p.guard
         },
         ..p
     })
@@ -692,8 +685,7 @@ fn teeth_a_payment_refused() {
     );
 }
 
-/// The plan's `withdrawal → completed` guard forgets its first-seen case and every state but
-/// one.
+/// The plan's `withdrawal → completed` guard forgets every state but one.
 fn completed_only_from_first(kind: ResourceKind, to: State) -> Option<TransitionPlan> {
     static FROM: OnceLock<Vec<State>> = OnceLock::new();
     let p = plan(kind, to)?;
@@ -704,7 +696,6 @@ fn completed_only_from_first(kind: ResourceKind, to: State) -> Option<Transition
     Some(TransitionPlan {
         guard: Guard {
             from: FROM.get_or_init(|| vec![first]),
-            from_unknown: false,
         },
         ..p
     })

@@ -387,7 +387,6 @@ pub static ALL: &[&Statement] = &[
     &LOAD_EFFECTS,
     &LOAD_HISTORY,
     &GUARDED_UPSERT,
-    &GUARDED_UPDATE,
     &INSERT_HISTORY,
     &INSERT_EFFECT,
     &CANCEL_EFFECT,

@@ -17,7 +17,8 @@ statement!(
         "delivery",
         "held"
     ],
-    // For plans whose guard accepts a first-seen resource. `INSERT … SELECT … WHERE` instead
+    // The guarded write of every plan: each guard accepts a first-seen resource (CONTRACT §3,
+    // the "unknown resource" row), so the row is inserted or updated here. `INSERT … SELECT … WHERE` instead
     // of `VALUES`: SQLite's upsert needs a WHERE to parse `ON CONFLICT` after a SELECT, and
     // that WHERE is the delivery gate below (no row selected: nothing inserted, nothing
     // updated). The guard is the DO UPDATE's WHERE, so no writer can slip between check and
@@ -56,37 +57,6 @@ statement!(
     now!(),
     " \
      WHERE resource.status IN (SELECT value FROM json_each(?8))"
-);
-
-statement!(
-    GUARDED_UPDATE,
-    [
-        "id",
-        "kind",
-        "to",
-        "order_ref",
-        "amount",
-        "currency",
-        "token",
-        "allowed_from",
-        "delivery",
-        "held"
-    ],
-    // For plans that need an existing row. A first known order_ref, amount or currency is
-    // never overwritten (an operator's typo on a later transition included).
-    // The delivery gate (?9), the refund hold (?10) and the numbering as in GUARDED_UPSERT.
-    "UPDATE resource SET previous_status = status, status = ?3, \
-       order_ref = coalesce(order_ref, ?4), amount = coalesce(amount, ?5), \
-       currency = coalesce(currency, ?6), transition_token = ?7, \
-       transitions = transitions + 1, updated_at = ",
-    now!(),
-    " \
-     WHERE id = ?1 AND kind = ?2 AND status IN (SELECT value FROM json_each(?8)) \
-       AND (?9 IS NULL OR EXISTS (SELECT 1 FROM webhook_delivery \
-         WHERE event_id = ?9 AND (processed_at IS NULL OR outcome = 'dead'))) \
-       AND (?10 IS NULL OR NOT ",
-    refund_waiting!("?1"),
-    ")"
 );
 
 statement!(
@@ -294,13 +264,8 @@ pub fn held_for_refund(cause_kind: CauseKind, to: State) -> bool {
 pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
     let p = r.plan;
     let mut batch = Vec::with_capacity(10);
-    let guarded = if p.guard.from_unknown {
-        &GUARDED_UPSERT
-    } else {
-        &GUARDED_UPDATE
-    };
     let allowed: Vec<&str> = p.guard.from.iter().map(|s| s.as_str()).collect();
-    batch.push(guarded.bind(vec![
+    batch.push(GUARDED_UPSERT.bind(vec![
         Arg::text(r.resource_id),
         Arg::text(p.kind.as_str()),
         Arg::text(p.to.as_str()),
