@@ -18,12 +18,13 @@ statement!(
         "held"
     ],
     // The guarded write of every plan: each guard accepts a first-seen resource (CONTRACT §3,
-    // the "unknown resource" row), so the row is inserted or updated here. `INSERT … SELECT … WHERE` instead
-    // of `VALUES`: SQLite's upsert needs a WHERE to parse `ON CONFLICT` after a SELECT, and
-    // that WHERE is the delivery gate below (no row selected: nothing inserted, nothing
-    // updated). The guard is the DO UPDATE's WHERE, so no writer can slip between check and
-    // write; a refused update writes nothing and leaves the old token, which the later
-    // statements test for.
+    // the "unknown resource" row), so the row is inserted or updated here. A first known
+    // order_ref, amount or currency is never overwritten (an operator's typo on a later
+    // transition included). `INSERT … SELECT … WHERE` instead of `VALUES`: SQLite's upsert
+    // needs a WHERE to parse `ON CONFLICT` after a SELECT, and that WHERE is the delivery gate
+    // below (no row selected: nothing inserted, nothing updated). The guard is the DO
+    // UPDATE's WHERE, so no writer can slip between check and write; a refused update writes
+    // nothing and leaves the old token, which the later statements test for.
     //
     // The delivery gate (?9, NULL for operators and reconciliation): the write happens only
     // while the delivery is unprocessed (or dead: a copy that loaded it before the dead-letter
