@@ -7,7 +7,7 @@ use paymos_core::machine::Guard;
 use paymos_core::statements::{self as st, Arg, Statement};
 use paymos_core::{plan, ResourceKind, State, TransitionPlan};
 mod common;
-use common::{assert_caught, SEEDS};
+use common::{assert_caught, schema, sql, SEEDS};
 use paymos_sim::{
     clock, default_threads, run_many, run_seed, Db, Edits, Mutations, Options, Report,
 };
@@ -441,13 +441,7 @@ fn teeth_kept_counts_that_drift_are_caught() {
     }
     assert_caught(
         "an outcome recorded without its count",
-        Mutations {
-            edits: Edits {
-                schema: Some(without_the_trigger),
-                sql: None,
-            },
-            ..Mutations::default()
-        },
+        schema(without_the_trigger),
         &[&["the kept count deliveries_", "a full count says"]],
     );
     fn on_every_outcome(schema: String) -> String {
@@ -457,13 +451,7 @@ fn teeth_kept_counts_that_drift_are_caught() {
     }
     assert_caught(
         "a trigger that also counts what a replay's statement counts",
-        Mutations {
-            edits: Edits {
-                schema: Some(on_every_outcome),
-                sql: None,
-            },
-            ..Mutations::default()
-        },
+        schema(on_every_outcome),
         &[&["the kept count deliveries_", "a full count says"]],
     );
     fn facts_stay_on_the_resource(schema: String) -> String {
@@ -471,13 +459,7 @@ fn teeth_kept_counts_that_drift_are_caught() {
     }
     assert_caught(
         "an order_ref learned late that never reaches the effects",
-        Mutations {
-            edits: Edits {
-                schema: Some(facts_stay_on_the_resource),
-                sql: None,
-            },
-            ..Mutations::default()
-        },
+        schema(facts_stay_on_the_resource),
         &[&["carries order_ref None, the invoice's is Some"]],
     );
 }
@@ -613,13 +595,7 @@ fn remaining_with_unprocessed(s: &'static Statement) -> Option<String> {
 fn teeth_archive_mutations_are_caught() {
     assert_caught(
         "the removal ignoring replays",
-        Mutations {
-            edits: Edits {
-                sql: Some(removal_ignoring_replays),
-                ..Edits::default()
-            },
-            ..Mutations::default()
-        },
+        sql(removal_ignoring_replays),
         &[
             &["archived while unprocessed"],
             &["stored body does not parse"],
@@ -627,24 +603,12 @@ fn teeth_archive_mutations_are_caught() {
     );
     assert_caught(
         "a restore that restores nothing",
-        Mutations {
-            edits: Edits {
-                sql: Some(restore_doing_nothing),
-                ..Edits::default()
-            },
-            ..Mutations::default()
-        },
+        sql(restore_doing_nothing),
         &[&["replay left"], &["at quiescence"]],
     );
     assert_caught(
         "an operator's run answering a remaining count of unprocessed bodies",
-        Mutations {
-            edits: Edits {
-                sql: Some(remaining_with_unprocessed),
-                ..Edits::default()
-            },
-            ..Mutations::default()
-        },
+        sql(remaining_with_unprocessed),
         &[&["(j)", "answered remaining"]],
     );
 }
@@ -663,13 +627,7 @@ fn serving_unmarked(s: &'static Statement) -> Option<String> {
 fn teeth_pull_mode_serving_unmarked_is_caught() {
     assert_caught(
         "the feed serving without its mark",
-        Mutations {
-            edits: Edits {
-                sql: Some(serving_unmarked),
-                ..Edits::default()
-            },
-            ..Mutations::default()
-        },
+        sql(serving_unmarked),
         &[&["(h)", "no revocation reached it"]],
     );
 }

@@ -13,7 +13,7 @@ use paymos_core::machine::Guard;
 use paymos_core::statements::{Bound, Statement};
 use paymos_core::{plan, ResourceKind, State, TransitionPlan};
 mod common;
-use common::{assert_caught, SEEDS};
+use common::{assert_caught, schema, sql, SEEDS};
 use paymos_sim::{default_threads, run_many, Edits, Mutations, Options};
 
 /// `s`'s text with `from` replaced by `to` (once), asserting it is there.
@@ -24,26 +24,6 @@ fn edit(s: &'static Statement, from: &str, to: &str) -> String {
         s.name
     );
     s.sql.replacen(from, to, 1)
-}
-
-fn sql(f: fn(&'static Statement) -> Option<String>) -> Mutations {
-    Mutations {
-        edits: Edits {
-            sql: Some(f),
-            ..Edits::default()
-        },
-        ..Mutations::default()
-    }
-}
-
-fn schema(f: fn(String) -> String) -> Mutations {
-    Mutations {
-        edits: Edits {
-            schema: Some(f),
-            ..Edits::default()
-        },
-        ..Mutations::default()
-    }
 }
 
 // ---------------------------------------------------------------- the transition's batch

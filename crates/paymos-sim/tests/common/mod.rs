@@ -1,9 +1,11 @@
 //! What the simulator's teeth tests share (tests/sim.rs, tests/teeth_checks.rs): the budget a
-//! defect must be caught within, and the assertion that it is, by the expected check.
+//! defect must be caught within, the assertion that it is (by the expected check), and the
+//! mutations of one edit.
 
 use std::time::Instant;
 
-use paymos_sim::{default_threads, run_many, Mutations, Options};
+use paymos_core::statements::Statement;
+use paymos_sim::{default_threads, run_many, Edits, Mutations, Options};
 
 /// The default budget: what `cargo test --release -p paymos-sim` covers.
 pub const SEEDS: u64 = 2_000;
@@ -33,4 +35,26 @@ pub fn assert_caught(name: &str, mutations: Mutations, expect: &[&[&str]]) {
         "{name}: caught, but not as expected ({expect:?}): {:?}",
         report.violations
     );
+}
+
+/// A statement-text edit alone.
+pub fn sql(f: fn(&'static Statement) -> Option<String>) -> Mutations {
+    Mutations {
+        edits: Edits {
+            sql: Some(f),
+            ..Edits::default()
+        },
+        ..Mutations::default()
+    }
+}
+
+/// A schema edit alone.
+pub fn schema(f: fn(String) -> String) -> Mutations {
+    Mutations {
+        edits: Edits {
+            schema: Some(f),
+            ..Edits::default()
+        },
+        ..Mutations::default()
+    }
 }
