@@ -65,6 +65,7 @@ pub async fn consume(queue_name: &str, messages: Vec<Incoming>, env: &Env) -> wo
             event_id: m.event_id.clone(),
             generation: m.generation,
             attempts: message.attempts(),
+            facts: m.facts.clone(),
         })
         .collect();
     let settings = settings(&config);
@@ -226,9 +227,11 @@ async fn dead_letter_one(
             message.ack();
         }
         Ok(dead_letter::Verdict::HandBack { generation }) => {
+            // the envelope's facts do not change with the generation
             let again = DeliveryMessage {
                 event_id: m.event_id.clone(),
                 generation,
+                facts: m.facts.clone(),
             };
             match queue::enqueue(env, again).await {
                 Ok(()) => {

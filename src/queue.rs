@@ -2,6 +2,7 @@
 //! incoming batch read straight from the runtime (workers-rs 0.8 does not expose a
 //! message's `attempts`, which the retry backoff needs).
 
+use paymos_core::envelope::{Envelope, Facts};
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::{JsCast, JsValue};
 use worker::worker_sys::{Message as MessageSys, MessageBatch as MessageBatchSys};
@@ -70,6 +71,19 @@ pub struct DeliveryMessage {
     /// generations existed have none: they match any generation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
+    /// The receipt's: the envelope's facts, so that the consumer loads nothing. Facts that do
+    /// not read leave the message to the load, as a replay's (never unreadable for them).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "facts_or_none"
+    )]
+    pub facts: Option<Facts>,
+}
+
+fn facts_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Facts>, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 impl DeliveryMessage {
@@ -77,6 +91,15 @@ impl DeliveryMessage {
         DeliveryMessage {
             event_id: event_id.into(),
             generation: Some(generation),
+            facts: None,
+        }
+    }
+
+    /// A new delivery's message, with its envelope's facts when they fit (`Facts::of`).
+    pub fn received(envelope: &Envelope) -> Self {
+        DeliveryMessage {
+            facts: Facts::of(envelope),
+            ..DeliveryMessage::new(envelope.event_id.clone(), 0)
         }
     }
 
@@ -85,23 +108,12 @@ impl DeliveryMessage {
     /// cache and its code were compiled on a fresh isolate's first delivery only for this
     /// (bench/README.md, "Cold start"). The consumer reads it back with serde.
     fn to_js(&self) -> worker::Result<JsValue> {
-        // every field named: a field added to the message does not compile until it is here
-        let DeliveryMessage {
-            event_id,
-            generation,
-        } = self;
-        let object = js_sys::Object::new();
-        js_sys::Reflect::set(&object, &"event_id".into(), &event_id.as_str().into())?;
-        if let Some(generation) = *generation {
-            // a replay count: far inside the integers a number holds exactly
-            js_sys::Reflect::set(&object, &"generation".into(), &(generation as f64).into())?;
-        }
-        Ok(object.into())
+        let text =
+            serde_json::to_string(self).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        Ok(js_sys::JSON::parse(&text)?)
     }
 }
 
-/// Sends one message. The row it names is already durable: a failed send is logged by the
-/// caller and recovered by the sweeper.
 pub async fn enqueue(env: &Env, message: DeliveryMessage) -> worker::Result<()> {
     let sent = js_sys::Promise::from(enqueue_start(env, message)?);
     worker::wasm_bindgen_futures::JsFuture::from(sent).await?;

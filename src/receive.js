@@ -62,7 +62,7 @@ export function receiveDelivery(wasm, request, env, ctx) {
 function checked(wasm, env, ctx, head, body) {
   const verdict = wasm.receive_check(env, ctx, body, head.id, head.attempt, head.signature, head.started, Date.now());
   if (verdict[0] !== "A") return refusal(verdict);
-  const [eventId, resourceId, eventType] = verdict.slice(1).split("\n");
+  const [eventId, resourceId, eventType, message] = verdict.slice(1).split("\n");
   const failed = (error) => refusal(wasm.receive_failed(env, head.id, head.attempt, head.started, Date.now(), error));
   const db = env[setup.database];
   if (db === undefined) return failed(undefined);
@@ -84,7 +84,8 @@ function checked(wasm, env, ctx, head, body) {
     if (queue === undefined) return done(false, 2);
     let send;
     try {
-      send = queue.send({ event_id: eventId, generation: 0 }, { contentType: "json" });
+      // the message carries the envelope's facts: the consumer loads nothing before deciding
+      send = queue.send(JSON.parse(message), { contentType: "json" });
     } catch (error) {
       return done(false, 1, error);
     }

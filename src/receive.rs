@@ -226,6 +226,7 @@ fn store(
                 )
             }
         };
+        let message = DeliveryMessage::received(&envelope);
         let mut received = Received {
             duplicate: !inserted,
             resource_id: envelope.resource_id,
@@ -236,7 +237,7 @@ fn store(
             return finish(Ok(received), &head);
         }
         // the row is durable: if this send fails the sweeper enqueues it later, so still 2xx
-        match queue::enqueue_start(&env, DeliveryMessage::new(envelope.event_id, 0)) {
+        match queue::enqueue_start(&env, message) {
             Ok(send) => settle(&send, move |sent| {
                 received.enqueue_error = sent.err().map(|e| worker::Error::from(e).to_string());
                 finish(Ok(received), &head)

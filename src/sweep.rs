@@ -111,6 +111,8 @@ async fn send(env: &Env, to: Queue, rows: Vec<Claimed>) -> (usize, Option<worker
                 .map(|r| DeliveryMessage {
                     event_id: r.id,
                     generation: r.generation,
+                    // the sweeper's: the consumer loads the delivery
+                    facts: None,
                 })
                 .collect();
             queue::enqueue_all(env, messages).await

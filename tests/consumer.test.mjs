@@ -115,6 +115,16 @@ test("a later event whose order_ref disagrees with the one on record: the first 
   assert.match(said.detail, /"order_other_2".*"order_first_1".*kept/);
 });
 
+// a receipt's facts over 2 KB stay out of its queue message: the consumer loads the body
+test("a delivery whose facts are too long to travel is loaded and applied as any other", async () => {
+  const inv = randomId("inv_");
+  const orderRef = "order_" + "o".repeat(2100);
+  assert.equal(await send("invoice.paid", inv, { data: { order_ref: orderRef } }), "applied");
+  assert.equal((await resource(inv)).order_ref, orderRef);
+  const [fulfilment] = await effects(inv, "fulfilment");
+  assert.equal(fulfilment.order_ref, orderRef);
+});
+
 test("refund after fulfilment, delivered twice under two ids: revoked once", async () => {
   const inv = randomId("inv_");
   await send("invoice.paid", inv);
@@ -473,9 +483,12 @@ test("a queue message that is not ours is dropped without holding back the batch
 
 // §3.1 and §5: what goes on the deliveries queue is `{event_id, generation}` whichever path
 // sent it (the JS driver, the wasm's fast path for a large body, its general path for a chunked
-// one) and a replay's message carries its new generation, so that an old generation's dead
-// letter never marks the replayed delivery dead. Read by a probe consuming in our consumer's place.
-test("every path sends {event_id, generation} on the queue; a replay sends its new generation", async () => {
+// one), and a receipt's also carries its envelope's facts (what the consumer decides from, so
+// that it loads nothing before its transaction), unless they are too long to travel (over 2 KB:
+// the consumer then loads the body). A replay's message carries its new generation, so that an
+// old generation's dead letter never marks the replayed delivery dead, and no facts. Read by a
+// probe consuming in our consumer's place.
+test("every path sends {event_id, generation} and the receipt's facts on the queue; a replay sends its new generation", async () => {
   const probe = {
     name: "probe",
     modules: true,
@@ -493,13 +506,29 @@ test("every path sends {event_id, generation} on the queue; a replay sends its n
     const small = envelope("invoice.paid", randomId("inv_"));
     const large = envelope("invoice.paid", randomId("inv_"), { data: { note: "x".repeat(9000) } });
     const chunked = envelope("invoice.paid", randomId("inv_"));
-    assert.equal((await deliver(p.url, small)).status, 200);
-    assert.equal((await deliver(p.url, large)).status, 200);
+    // blank facts are none given; an unknown type and a live one travel as they are (the
+    // consumer ignores them)
+    const blank = envelope("invoice.created", randomId("inv_"), { data: { order_ref: " ", amount: 49, currency: null } });
+    const unknown = envelope("invoice.sent", randomId("inv_"), { data: { order_ref: "o\n\"é" } });
+    const live = { ...envelope("invoice.paid", randomId("inv_")), livemode: true };
+    const tooLong = envelope("invoice.paid", randomId("inv_"), { data: { order_ref: "o".repeat(2100) } });
+    for (const env of [small, large, blank, unknown, live, tooLong]) assert.equal((await deliver(p.url, env)).status, 200);
     assert.equal((await deliverChunked(p.url, chunked)).status, 200);
     const sent = (id) => p.logs.filter((l) => l.stage === "probe" && l.body?.event_id === id).map((l) => l.body);
-    for (const env of [small, large, chunked]) {
+    const facts = (env, given) => ({ type: env.type, resource_id: env.data.id, livemode: false, ...given });
+    const invoice = (env) => facts(env, { order_ref: env.data.order_ref, amount: "49.00", currency: "USDT" });
+    for (const [env, expected] of [
+      [small, invoice(small)],
+      [large, invoice(large)],
+      [chunked, invoice(chunked)],
+      [blank, facts(blank, {})],
+      [unknown, facts(unknown, { order_ref: "o\n\"é", amount: "49.00", currency: "USDT" })],
+      [live, { ...invoice(live), livemode: true }],
+      [tooLong, undefined],
+    ]) {
       const bodies = await eventually(`${env.event_id}'s message`, () => (sent(env.event_id).length ? sent(env.event_id) : null));
-      assert.deepEqual(bodies, [{ event_id: env.event_id, generation: 0 }]);
+      const message = { event_id: env.event_id, generation: 0, ...(expected ? { facts: expected } : {}) };
+      assert.deepEqual(bodies, [message], env.type);
     }
     const replay = await admin(p.url, "POST", `/deliveries/${small.event_id}/replay`);
     assert.equal(replay.status, 202, JSON.stringify(replay.json));

@@ -9,6 +9,7 @@
 
 use super::{accept, record, Head, Received, WEBCRYPTO_MIN_BYTES};
 use crate::error::AppError;
+use crate::queue::DeliveryMessage;
 use crate::{config, queue, sql};
 use paymos_core::statements as st;
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -40,8 +41,8 @@ pub fn receive_setup(env: Env) -> Option<String> {
 }
 
 /// A delivery's body and headers, checked at `now` (milliseconds since the epoch; `started`
-/// when its request arrived): `A<event id>\n<resource id>\n<event type>` for a delivery to
-/// insert, or `R<status><reply body>` for a refusal, already counted and logged. The counts
+/// when its request arrived): `A<event id>\n<resource id>\n<event type>\n<queue message as
+/// JSON>` for a delivery to insert, or `R<status><reply body>` for a refusal, already counted and logged. The counts
 /// taken here are the delivery's only ones: their write is scheduled here too.
 #[wasm_bindgen]
 #[allow(clippy::too_many_arguments)] // each a header's value, as the driver read it
@@ -76,6 +77,10 @@ pub fn receive_check(
                 verdict.push(mark);
                 verdict.push_str(part);
             }
+            // the queue message as JSON text (one line: JSON escapes every newline)
+            verdict.push('\n');
+            let message = DeliveryMessage::received(&envelope);
+            verdict.push_str(&serde_json::to_string(&message).unwrap_or_default());
             verdict
         }
         Err(e) => refusal(e, &head, now),

@@ -4,7 +4,7 @@
 //! Unknown event types are accepted (they are stored and acknowledged, a refusal
 //! would only burn the sender's retries); only structurally broken envelopes fail.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::ids::{is_valid_event_id, resource_kind_of, ResourceKind};
@@ -32,6 +32,56 @@ pub struct Envelope {
     pub order_ref: Option<String>,
     pub amount: Option<String>,
     pub currency: Option<String>,
+}
+
+/// What the consumer decides a delivery from (interface §3), read from its envelope at
+/// receipt and carried in its queue message: with them the consumer loads nothing before its
+/// transaction, which sees the rest itself (a copy already processed, a delivery gone, a
+/// payment waiting for a refund: `statements::delivery_open!`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Facts {
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub resource_id: String,
+    pub livemode: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+}
+
+/// Facts longer than this stay out of the message, and the consumer loads the body instead:
+/// a queue message holds at most 128 KB, a body may hold more, and a message's bytes are
+/// paid for on every delivery of it.
+pub const MAX_FACTS_BYTES: usize = 2048;
+
+impl From<&Envelope> for Facts {
+    fn from(e: &Envelope) -> Facts {
+        Facts {
+            event_type: e.event_type.clone(),
+            resource_id: e.resource_id.clone(),
+            livemode: e.livemode,
+            order_ref: e.order_ref.clone(),
+            amount: e.amount.clone(),
+            currency: e.currency.clone(),
+        }
+    }
+}
+
+impl Facts {
+    /// The envelope's facts, if they are short enough to travel ([`MAX_FACTS_BYTES`]).
+    pub fn of(e: &Envelope) -> Option<Facts> {
+        let facts = Facts::from(e);
+        let len = |t: &Option<String>| t.as_ref().map_or(0, String::len);
+        let size = facts.event_type.len()
+            + facts.resource_id.len()
+            + len(&facts.order_ref)
+            + len(&facts.amount)
+            + len(&facts.currency);
+        (size <= MAX_FACTS_BYTES).then_some(facts)
+    }
 }
 
 /// Messages name the field, never its value.
@@ -240,6 +290,27 @@ mod tests {
             }
         }
         v
+    }
+
+    #[test]
+    fn facts_travel_up_to_their_limit() {
+        let e = parse_envelope(CONTRACT_BODY.as_bytes(), Some(ID)).unwrap();
+        let facts = Facts::of(&e).unwrap();
+        assert_eq!(
+            serde_json::to_value(&facts).unwrap(),
+            json!({"type": "invoice.paid", "resource_id": "inv_7Hc3pQ", "livemode": false,
+                   "order_ref": "order_1042", "amount": "49.00", "currency": "USDT"})
+        );
+        let fits = MAX_FACTS_BYTES - "invoice.paid".len() - "inv_7Hc3pQ".len() - 9;
+        for (order_ref, travels) in [(fits, true), (fits + 1, false)] {
+            let v = with(&["data", "order_ref"], Some(json!("o".repeat(order_ref))));
+            let e = parse_v(&v).unwrap();
+            assert_eq!(Facts::of(&e).is_some(), travels, "order_ref of {order_ref}");
+        }
+        // absent facts stay out of the message's JSON
+        let v = with(&["data", "order_ref"], Some(json!(" ")));
+        let text = serde_json::to_string(&Facts::of(&parse_v(&v).unwrap())).unwrap();
+        assert!(!text.contains("order_ref"), "{text}");
     }
 
     #[test]

@@ -127,10 +127,6 @@ pub struct ConsumeRow {
     /// The raw body; `None` once archived.
     #[serde(default)]
     pub body: Option<String>,
-    /// An unprocessed payment (`invoice.paid`, `invoice.overpaid`) whose invoice has an
-    /// `invoice.refunded` on record, unprocessed: the payment waits for it (interface §3).
-    #[serde(default, deserialize_with = "flag")]
-    pub refund_waiting: bool,
 }
 
 /// An effect and its place in the outbox (`effect_columns!`: the admin API, the feed, the

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use paymos_core::actors::dead_letter;
 use paymos_core::actors::transition::{prepare, Change, Prepared};
+use paymos_core::envelope::Facts;
 use paymos_core::ladder::ATTEMPT_OFFSETS_SECONDS;
 use paymos_core::machine::{decide, state_of, Decision};
 use paymos_core::rows::DeliveryRow;
@@ -110,6 +111,9 @@ impl Knobs {
 struct Delivery {
     d: usize,
     generation: Option<i64>,
+    /// The receipt's message carries its envelope's facts (`envelope::Facts`, as the Worker's
+    /// `DeliveryMessage::received`): the consumer loads nothing for it.
+    facts: Option<Facts>,
 }
 
 type Msg = queue::Msg<Delivery>;
@@ -254,6 +258,9 @@ struct Pre {
     /// The invoice had an `invoice.refunded` on record, unprocessed (the checker's own
     /// query): an operator's or reconciliation's change into paid or overpaid must not apply.
     refund_on_record: bool,
+    /// The delivery is a payment, unprocessed, whose invoice has such a refund received no
+    /// later than it (the checker's own queries): it must wait, writing nothing.
+    delivery_held: bool,
 }
 
 pub struct Sim<'o> {
@@ -665,7 +672,32 @@ impl<'o> Sim<'o> {
     }
 
     fn new_msg(&self, d: usize, generation: Option<i64>) -> Msg {
-        queue::Msg::new(Delivery { d, generation }, self.now())
+        let facts = None;
+        queue::Msg::new(
+            Delivery {
+                d,
+                generation,
+                facts,
+            },
+            self.now(),
+        )
+    }
+
+    /// The receipt's message: the envelope's facts from the body, as the Worker reads them.
+    fn receipt_msg(&self, d: usize) -> Msg {
+        let delivery = &self.world.deliveries[d];
+        let envelope =
+            paymos_core::parse_envelope(delivery.body.as_bytes(), Some(&delivery.event_id));
+        let facts = envelope.ok().and_then(|e| Facts::of(&e));
+        let generation = Some(0);
+        queue::Msg::new(
+            Delivery {
+                d,
+                generation,
+                facts,
+            },
+            self.now(),
+        )
     }
 
     /// `message.retry({delaySeconds})`, or a consumer that died holding it: another attempt,
@@ -923,7 +955,7 @@ impl<'o> Sim<'o> {
                 }
             }
             Recv::Send => {
-                let m = self.new_msg(d, Some(0));
+                let m = self.receipt_msg(d);
                 let sent = self.send(vec![m]);
                 self.trace(format!(
                     "receive: {id} enqueue {}",
@@ -1006,7 +1038,9 @@ impl<'o> Sim<'o> {
                     "dead-letter: {id} gen {generation:?} → handed back (its failures were \
                      not recorded)"
                 ));
-                let m = self.new_msg(d, generation);
+                // the envelope's facts do not change with the generation (as the Worker's)
+                let mut m = self.new_msg(d, generation);
+                m.body.facts = msg.facts.clone();
                 if self.send(vec![m]).is_err() {
                     return failed(self, msg, "send failed");
                 }
@@ -1137,13 +1171,46 @@ impl<'o> Sim<'o> {
                  AND event_type = 'invoice.refunded' AND processed_at IS NULL"
             ))
             .is_empty();
+        let delivery_held = d.is_some_and(|d| self.delivery_held(r, d));
         Pre {
             status,
             effects,
             generation: delivery.map(|(g, _)| g),
             decided: delivery.is_some_and(|(_, decided)| decided),
             refund_on_record,
+            delivery_held,
         }
+    }
+
+    /// Whether delivery `d` is a payment, unprocessed, whose invoice `r` has an
+    /// `invoice.refunded` on record, unprocessed and received no later than it: it waits for
+    /// that refund (interface §3, "arrives after it" counted at receipt), from the world's
+    /// deliveries and the rows on record, not the statements under test.
+    fn delivery_held(&self, r: usize, d: usize) -> bool {
+        let delivery = &self.world.deliveries[d];
+        let resource = &self.world.resources[r];
+        let payment = matches!(
+            resource.events[delivery.event].to,
+            Some(State::Paid | State::Overpaid)
+        );
+        let own = self.db.inspect(&format!(
+            "SELECT received_at FROM webhook_delivery WHERE event_id = '{}' \
+             AND processed_at IS NULL",
+            delivery.event_id
+        ));
+        let Some(paid_at) = (!own.is_empty())
+            .then(|| own.text(0, "received_at"))
+            .flatten()
+        else {
+            return false;
+        };
+        let refunds = self.db.inspect(&format!(
+            "SELECT 1 FROM webhook_delivery WHERE resource_id = '{}' \
+             AND event_type = 'invoice.refunded' AND processed_at IS NULL \
+             AND received_at <= '{paid_at}'",
+            resource.id
+        ));
+        payment && !refunds.is_empty()
     }
 
     /// `transition::apply` for an operator or reconciliation: the core's prepared change, one
@@ -1210,9 +1277,21 @@ impl<'o> Sim<'o> {
         // nothing" (RECORD_OUTCOME): a delivery already decided does not transition again
         // and nothing but a delivery's payment brings an invoice to paid while a refund waits
         // (interface §3; the delivery's own hold is the consumer's, checker (r))
-        let held = cause_kind != CauseKind::Event
+        let held = (cause_kind != CauseKind::Event
             && matches!(to, State::Paid | State::Overpaid)
-            && pre.refund_on_record;
+            && pre.refund_on_record)
+            || pre.delivery_held;
+        // (r) the transaction holds exactly the payments the deliveries on record say wait: a
+        // wrong answer ships goods for money returned, or holds back a payment the refund did
+        // not overtake
+        let said_held = read_back.int(0, "held") == Some(1);
+        if d.is_some() && said_held != pre.delivery_held {
+            self.violation(format!(
+                "(r) the transaction says held {said_held} for {}, where the deliveries on \
+                 record say {}",
+                p.change.cause, pre.delivery_held
+            ));
+        }
         let (want_applied, want_effect, want_cancel, want_to) = match decision {
             Decision::Apply {
                 to,

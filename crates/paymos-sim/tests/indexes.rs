@@ -65,13 +65,17 @@ fn needed() -> Vec<(&'static str, Vec<&'static Statement>)> {
                 &st::LIST_DELIVERIES_RECEIVED,
             ],
         ),
-        // has the invoice an unprocessed refund on record (migration 0025): a payment's load,
-        // reconciliation, an operator's transition into paid; partial: only such refunds
-        // have an entry
+        // has the invoice an unprocessed refund on record (migration 0025): a delivery's
+        // transition (its gate, its outcome, its read-back: `delivery_open!`), reconciliation,
+        // an operator's transition into paid; partial: only such refunds have an entry
         (
             "webhook_delivery_refund_waiting",
             vec![
-                &st::LOAD_DELIVERIES,
+                &st::GUARDED_UPSERT,
+                &st::FILL_RESOURCE,
+                &st::RECORD_OUTCOME,
+                &st::READ_BACK,
+                &st::COUNT_HAND_BACK,
                 &st::PAID_ON_RECORD,
                 &st::REFUND_WAITING,
             ],

@@ -725,48 +725,40 @@ fn teeth_a_doubled_effects_check_that_fails() {
     );
 }
 
-// ---------------------------------------------------------------- the consumer's load
+// ---------------------------------------------------------------- the refund hold
 
-/// The consumer's load holds only `invoice.paid` for a refund on record, not
+/// The delivery gate holds only `invoice.paid` for a refund on record, not
 /// `invoice.overpaid`: an overpayment overtaken by its refund ships goods.
 fn overpaid_not_held(s: &'static Statement) -> Option<String> {
-    (s.name == "LOAD_DELIVERIES").then(|| {
-        edit(
-            s,
-            "webhook_delivery.event_type IN ('invoice.paid', 'invoice.overpaid')",
-            "webhook_delivery.event_type = 'invoice.paid'",
-        )
-    })
+    let from = "webhook_delivery.event_type IN ('invoice.paid', 'invoice.overpaid')";
+    s.sql
+        .contains(from)
+        .then(|| edit(s, from, "webhook_delivery.event_type = 'invoice.paid'"))
 }
 
-/// consume.rs `check_refund_waiting`: "(r) the load says refund_waiting …".
+/// sim.rs `after_transition`: "(r) the transaction says held false …".
 #[test]
 fn teeth_an_overpayment_not_held_for_its_refund() {
     assert_caught(
         "overpaid not held",
         sql(overpaid_not_held),
-        &[&["(r) the load says refund_waiting false"]],
+        &[&["(r) the transaction says held false"]],
     );
 }
 
-/// The consumer's load holds a payment for any refund on record, even one received after it.
+/// The delivery gate holds a payment for any refund on record, even one received after it.
 fn held_by_any_refund(s: &'static Statement) -> Option<String> {
-    (s.name == "LOAD_DELIVERIES").then(|| {
-        edit(
-            s,
-            " AND +refund.received_at <= webhook_delivery.received_at",
-            "",
-        )
-    })
+    let by = " AND +refund.received_at <= webhook_delivery.received_at";
+    s.sql.contains(by).then(|| edit(s, by, ""))
 }
 
-/// consume.rs `check_refund_waiting`: "(r) the load says refund_waiting true …".
+/// sim.rs `after_transition`: "(r) the transaction says held true …".
 #[test]
 fn teeth_a_payment_held_by_a_later_refund() {
     assert_caught(
         "held by any refund",
         sql(held_by_any_refund),
-        &[&["(r) the load says refund_waiting true"]],
+        &[&["(r) the transaction says held true"]],
     );
 }
 

@@ -2,18 +2,22 @@
 //! messages, each delivery's transition applied exactly once. A [`Batch`] is a state machine
 //! its driver asks what to do next:
 //!
-//! 1. **load** the batch's deliveries in one query (`LOAD_DELIVERIES`);
-//! 2. decide each message from its row: already processed or gone (nothing to do), ignored
-//!    (a `livemode` that does not match `PAYMOS_MODE`, an unknown event type: interface §8,
-//!    §1), or a guarded transition, prepared with its token and license code. A payment whose
-//!    invoice has an `invoice.refunded` on record, not yet processed, waits for it (retried,
-//!    nothing written), unless the batch decides that refund before it: a refund can only
-//!    follow a payment, so goods never ship for money already returned (§3);
+//! 1. **load**, in one query (`LOAD_DELIVERIES`), the deliveries of the messages that do not
+//!    carry their envelope's facts (`envelope::Facts`: the receipt's message carries them, a
+//!    replay's or the sweeper's does not); a batch of receipts loads nothing;
+//! 2. decide each message from its facts (or its row: already processed or gone, nothing to
+//!    do): ignored (a `livemode` that does not match `PAYMOS_MODE`, an unknown event type:
+//!    interface §8, §1), or a guarded transition, prepared with its token and license code;
 //! 3. **apply** every message's statements in **one D1 batch** (one transaction), in message
 //!    order: the guard makes each transition independent of the others', so two messages for
-//!    one resource are decided one after the other, as if sequential;
-//! 4. **answer**: ack each message, with its log line; the effects the transaction released
-//!    are the driver's to send now that it committed.
+//!    one resource are decided one after the other, as if sequential. The transaction's
+//!    delivery gate (`statements::delivery_open!`) writes nothing for a copy already
+//!    processed, nor for a payment whose invoice has an `invoice.refunded` on record, not yet
+//!    processed, received before it: that payment waits for it (retried), unless the batch
+//!    decided that refund before it: a refund can only follow a payment, so goods never ship
+//!    for money already returned (§3);
+//! 4. **answer**: ack each message, with its log line (or retry a waiting payment); the effects
+//!    the transaction released are the driver's to send now that it committed.
 //!
 //! If the load or the transaction fails (D1, a body that no longer parses, an invalid
 //! `PAYMOS_MODE`), a batch of several messages is **split**, message by message, so that one
@@ -29,9 +33,9 @@ pub use drive::{database_unavailable, drive, Driven, Io};
 
 use crate::actors::transition::{order_ref_disagreement, prepare, Change, PlanFn, Prepared};
 use crate::actors::Answer;
-use crate::envelope::parse_envelope;
+use crate::envelope::{given, parse_envelope, Facts};
 use crate::ladder::consumer_retry_delay;
-use crate::machine::{target_state, CauseKind, Outcome, State};
+use crate::machine::{target_state, CauseKind, Outcome};
 use crate::rows::ConsumeRow;
 use crate::statements::{self as st, Arg, Bound};
 
@@ -88,6 +92,8 @@ pub struct Message {
     pub generation: Option<i64>,
     /// The queue's count of deliveries of this message (1 the first time).
     pub attempts: u32,
+    /// The envelope's facts, as the receipt read them: nothing to load.
+    pub facts: Option<Facts>,
 }
 
 /// What one message asks of the batch's transaction.
@@ -98,11 +104,6 @@ pub enum Item {
     /// Recorded `ignored`, with the reason.
     Ignore(&'static str),
     Transition(Box<Prepared>),
-    /// A payment whose invoice has an `invoice.refunded` on record, unprocessed and not
-    /// decided before it in this batch: nothing written, retried after the consumer's delay.
-    /// The refund makes it stale; the wait records no failure of its own (only dead-letter
-    /// hand-backs count: docs/decisions.md, "A payment waits for a refund on record").
-    WaitForRefund(String),
 }
 
 /// What the driver does next.
@@ -110,6 +111,8 @@ pub enum Item {
 pub enum Step {
     /// Run it; hand its rows to [`Batch::loaded`].
     Load(Bound<'static>),
+    /// Nothing to load (every message carries its facts): call [`Batch::loaded`] with no rows.
+    Decide,
     /// Run these as one D1 batch; hand each statement's rows to [`Batch::applied`].
     Apply(Vec<Bound<'static>>),
     /// The batch failed: process each of these messages as a batch of its own.
@@ -206,12 +209,15 @@ impl Batch {
                 // distinct: the load joins from the list, so a copy listed twice would be read
                 // (and billed) twice
                 let mut ids: Vec<&str> = Vec::with_capacity(self.messages.len());
-                for m in &self.messages {
+                for m in self.messages.iter().filter(|m| m.facts.is_none()) {
                     if !ids.contains(&m.event_id.as_str()) {
                         ids.push(&m.event_id);
                     }
                 }
-                Step::Load(st::LOAD_DELIVERIES.bind(vec![Arg::json_list(&ids)]))
+                match ids.is_empty() {
+                    true => Step::Decide,
+                    false => Step::Load(st::LOAD_DELIVERIES.bind(vec![Arg::json_list(&ids)])),
+                }
             }
             Phase::Apply => {
                 self.phase = Phase::Apply;
@@ -239,8 +245,8 @@ impl Batch {
         }
     }
 
-    /// The batch's rows (in any order); `draw` gives 16 random bytes for each token and
-    /// license code.
+    /// The rows of the messages without facts (in any order); `draw` gives 16 random bytes
+    /// for each token and license code.
     pub fn loaded(&mut self, rows: Vec<ConsumeRow>, draw: &mut dyn FnMut() -> [u8; 16]) {
         let mode = *self
             .settings
@@ -249,11 +255,13 @@ impl Batch {
             .expect("a mode, or the batch failed");
         let mut items: Vec<Item> = Vec::with_capacity(self.messages.len());
         for m in &self.messages {
-            let row = rows.iter().find(|r| r.event_id == m.event_id);
-            match self.decide(row, mode, draw) {
-                Ok(Item::Transition(p)) if row.is_some_and(|r| r.refund_waiting) => {
-                    items.push(wait_unless_refunded_before(p, &items))
+            let decided = match &m.facts {
+                Some(facts) => self.decide(facts, &m.event_id, mode, draw),
+                None => {
+                    self.decide_loaded(rows.iter().find(|r| r.event_id == m.event_id), mode, draw)
                 }
+            };
+            match decided {
                 Ok(item) => items.push(item),
                 Err(why) => {
                     self.phase = Phase::Failing(why);
@@ -267,7 +275,7 @@ impl Batch {
     }
 
     /// One message's item from its row.
-    fn decide(
+    fn decide_loaded(
         &self,
         row: Option<&ConsumeRow>,
         mode: Mode,
@@ -282,22 +290,34 @@ impl Batch {
         let body = row.body.as_deref().unwrap_or_default();
         let envelope = parse_envelope(body.as_bytes(), Some(&row.event_id))
             .map_err(|e| format!("internal_error: stored body does not parse: {e}"))?;
-        if !mode.accepts(envelope.livemode) {
+        self.decide(&Facts::from(&envelope), &row.event_id, mode, draw)
+    }
+
+    /// One message's item from its envelope's facts.
+    fn decide(
+        &self,
+        facts: &Facts,
+        event_id: &str,
+        mode: Mode,
+        draw: &mut dyn FnMut() -> [u8; 16],
+    ) -> Result<Item, String> {
+        if !mode.accepts(facts.livemode) {
             return Ok(Item::Ignore(LIVEMODE_MISMATCH));
         }
-        let Some((kind, to)) = target_state(&envelope.event_type) else {
+        let Some((kind, to)) = target_state(&facts.event_type) else {
             return Ok(Item::Ignore(UNKNOWN_EVENT_TYPE));
         };
         let change = Change {
-            resource_id: envelope.resource_id,
+            resource_id: facts.resource_id.clone(),
             kind,
             to,
-            order_ref: envelope.order_ref,
-            amount: envelope.amount,
-            currency: envelope.currency,
+            // as the receipt read them; `given` again for a message's, which is data from a queue
+            order_ref: given(facts.order_ref.clone()),
+            amount: given(facts.amount.clone()),
+            currency: given(facts.currency.clone()),
             cause_kind: CauseKind::Event,
-            cause: row.event_id.clone(),
-            delivery: Some(row.event_id.clone()),
+            cause: event_id.to_string(),
+            delivery: Some(event_id.to_string()),
             pull: self.settings.pull,
         };
         let prepared = prepare(change, self.settings.plan, draw)
@@ -312,7 +332,7 @@ impl Batch {
         for (i, item) in self.items.iter().enumerate() {
             let start = self.statements.len();
             match item {
-                Item::Done(_) | Item::WaitForRefund(_) => {}
+                Item::Done(_) => {}
                 // its tally first, in the same transaction (`tally`, migration 0009)
                 Item::Ignore(reason) => self.statements.extend(
                     st::mark_ignored_batch(&self.messages[i].event_id, reason)
@@ -354,20 +374,6 @@ impl Batch {
             };
             match item {
                 Item::Done(outcome) => out.replies.push(reply(outcome, None)),
-                Item::WaitForRefund(resource) => {
-                    let delay =
-                        consumer_retry_delay(self.settings.retry_base, i64::from(m.attempts));
-                    out.replies.push(Reply {
-                        answer: Answer::Retry(delay),
-                        ..reply(
-                            "waiting_for_refund",
-                            Some(format!(
-                                "an invoice.refunded for {resource} is on record, not yet \
-                                 processed: this payment waits for it; retry in {delay}s"
-                            )),
-                        )
-                    })
-                }
                 Item::Ignore(reason) => out
                     .replies
                     .push(reply("ignored", Some((*reason).to_string()))),
@@ -384,8 +390,16 @@ impl Batch {
                         });
                     }
                     out.released.extend(applied.released);
-                    let outcome = applied.outcome.unwrap_or(Outcome::Stale);
-                    out.replies.push(reply(outcome.as_str(), None));
+                    out.replies
+                        .push(match (applied.held, applied.recorded, applied.outcome) {
+                            (true, _, _) => self.wait_for_refund(i, &p.change.resource_id),
+                            (false, true, outcome) => {
+                                reply(outcome.unwrap_or(Outcome::Stale).as_str(), None)
+                            }
+                            // another copy recorded it first, or the delivery is gone
+                            (false, false, Some(_)) => reply("already_processed", None),
+                            (false, false, None) => reply("missing", None),
+                        });
                 }
             }
         }
@@ -396,6 +410,26 @@ impl Batch {
     /// log).
     pub fn failed(&mut self, why: String) {
         self.phase = Phase::Failing(why);
+    }
+
+    /// A payment whose invoice has an `invoice.refunded` on record, unprocessed, received
+    /// before it and not decided before it in this batch: the transaction wrote nothing for
+    /// it; retried after the consumer's delay. The refund makes it stale; the wait records no
+    /// failure of its own (only dead-letter hand-backs count: docs/decisions.md, "A payment
+    /// waits for a refund on record").
+    fn wait_for_refund(&self, i: usize, resource: &str) -> Reply {
+        let m = &self.messages[i];
+        let delay = consumer_retry_delay(self.settings.retry_base, i64::from(m.attempts));
+        Reply {
+            message: i,
+            answer: Answer::Retry(delay),
+            event_id: m.event_id.clone(),
+            outcome: "waiting_for_refund",
+            detail: Some(format!(
+                "an invoice.refunded for {resource} is on record, not yet processed: this \
+                 payment waits for it; retry in {delay}s"
+            )),
+        }
     }
 
     fn retry(&self, why: &str) -> Answered {
@@ -411,20 +445,6 @@ impl Batch {
             }],
             ..Answered::default()
         }
-    }
-}
-
-/// A payment that found an unprocessed refund of its invoice on record: it waits, unless a
-/// refund of that invoice was decided before it in this batch (the loaded rows predate the
-/// batch's transaction, where the guard sees the refund first and makes the payment stale).
-fn wait_unless_refunded_before(p: Box<Prepared>, before: &[Item]) -> Item {
-    let refunded_before = before.iter().any(|i| {
-        matches!(i, Item::Transition(q)
-            if q.change.resource_id == p.change.resource_id && q.change.to == State::Refunded)
-    });
-    match refunded_before {
-        true => Item::Transition(p),
-        false => Item::WaitForRefund(p.change.resource_id),
     }
 }
 

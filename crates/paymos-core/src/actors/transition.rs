@@ -91,6 +91,11 @@ pub struct Applied {
     pub applied: bool,
     /// The delivery's recorded outcome, when the transition was for a delivery.
     pub outcome: Option<Outcome>,
+    /// This transaction recorded the delivery's outcome (RECORD_OUTCOME changed its row): not
+    /// a copy already processed, nor a delivery gone.
+    pub recorded: bool,
+    /// The delivery is a payment waiting for a refund received before it: nothing was written.
+    pub held: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -108,6 +113,8 @@ struct ReadBack {
     #[serde(deserialize_with = "flag")]
     applied: bool,
     outcome: Option<String>,
+    #[serde(default, deserialize_with = "flag")]
+    held: bool,
 }
 
 #[derive(Deserialize)]
@@ -179,6 +186,11 @@ impl Prepared {
                 .collect(),
             None => Vec::new(),
         };
+        let recorded = statements
+            .iter()
+            .position(|b| std::ptr::eq(b.statement, &st::RECORD_OUTCOME))
+            .and_then(|i| results.get(i))
+            .is_some_and(|r| !r.is_empty());
         let last = results.len().checked_sub(1).ok_or(ReadError::NoReadBack)?;
         let back = rows::<ReadBack>(&results[last])?
             .into_iter()
@@ -190,6 +202,8 @@ impl Prepared {
             order_ref: back.order_ref,
             applied: back.applied,
             outcome: back.outcome.as_deref().and_then(Outcome::from_str_name),
+            recorded,
+            held: back.held,
         })
     }
 }

@@ -25,21 +25,17 @@ statement!(
 statement!(
     LOAD_DELIVERIES,
     ["event_ids"],
-    // A consumer batch's deliveries in one query (a JSON array of distinct ids). A join from
-    // the list, not `event_id IN (SELECT value FROM json_each(?1))`: the IN builds a
-    // temporary index of the list first, and D1 counts each of its rows as a row read (4
-    // per delivery with the body, 3 this way: the list's row, the delivery, its body).
-    // Only what the consumer decides from (`rows::ConsumeRow`). `refund_waiting`: an
-    // unprocessed payment whose invoice has an unprocessed `invoice.refunded` on record,
-    // received before it (a refund whose enqueue failed, or whose message waits on a retry):
-    // the payment waits for it, so that goods never ship for money already returned
-    // (interface §3, "arrives after it" counted at receipt), `refund_waiting!`.
+    // A consumer batch's deliveries in one query (a JSON array of distinct ids), for the
+    // messages that do not carry their facts (a replay's, the sweeper's, a hand-back's: the
+    // receipt's carry them, `envelope::Facts`). A join from the list, not `event_id IN
+    // (SELECT value FROM json_each(?1))`: the IN builds a temporary index of the list first,
+    // and D1 counts each of its rows as a row read (4 per delivery with the body, 3 this way:
+    // the list's row, the delivery, its body). Only what the consumer decides from
+    // (`rows::ConsumeRow`); whether a payment waits for a refund is the transaction's to see
+    // (`delivery_open!`).
     "SELECT event_id, processed_at, ",
     body_column!(),
-    ", processed_at IS NULL AND ",
-    payment_waits_for_refund!(),
-    " AS refund_waiting \
-       FROM json_each(?1) AS wanted CROSS JOIN webhook_delivery \
+    " FROM json_each(?1) AS wanted CROSS JOIN webhook_delivery \
        ON webhook_delivery.event_id = wanted.value"
 );
 

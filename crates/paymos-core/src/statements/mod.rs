@@ -210,8 +210,8 @@ macro_rules! refund_waiting {
 }
 
 /// Whether the delivery row in `webhook_delivery` is a payment overtaken by a refund on
-/// record, received no later than it: it waits for that refund (the consumer's load) and its
-/// waiting is no failure (the dead letter's count).
+/// record, received no later than it: it waits for that refund (the transition's writes,
+/// `delivery_open!`) and its waiting is no failure (the dead letter's count).
 macro_rules! payment_waits_for_refund {
     () => {
         concat!(
@@ -220,6 +220,25 @@ macro_rules! payment_waits_for_refund {
                 "webhook_delivery.resource_id",
                 received_by "webhook_delivery.received_at"
             )
+        )
+    };
+}
+
+/// Whether the delivery `$event_id` (a parameter) may be applied now: on record and
+/// unprocessed (or dead: a copy that was decided before the dead-letter verdict still applies,
+/// and its outcome overrides `dead`), and not a payment that waits for a refund received no
+/// later than it (`payment_waits_for_refund!`). The transition's writes check it in their
+/// transaction (GUARDED_UPSERT, FILL_RESOURCE, RECORD_OUTCOME), so a consumer needs no load
+/// before it: neither a copy already processed nor a waiting payment writes anything, and a
+/// refund decided earlier in the same transaction ends the wait of a payment after it.
+macro_rules! delivery_open {
+    ($event_id:literal) => {
+        concat!(
+            "EXISTS (SELECT 1 FROM webhook_delivery WHERE event_id = ",
+            $event_id,
+            " AND (processed_at IS NULL OR outcome = 'dead') AND NOT (processed_at IS NULL AND ",
+            payment_waits_for_refund!(),
+            "))"
         )
     };
 }

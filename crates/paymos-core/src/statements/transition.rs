@@ -26,26 +26,28 @@ statement!(
     // UPDATE's WHERE, so no writer can slip between check and write; a refused update writes
     // nothing and leaves the old token, which the later statements test for.
     //
-    // The delivery gate (?9, NULL for operators and reconciliation): the write happens only
-    // while the delivery is unprocessed (or dead: a copy that loaded it before the dead-letter
-    // verdict still applies, and its outcome overrides `dead`). Without it, a duplicate queue
-    // message that loaded the delivery before another copy committed re-applies it where the
-    // table has a cycle (confirming -> partially_paid -> confirming): found by paymos-sim.
+    // The delivery gate (?9, NULL for operators and reconciliation, `delivery_open!`): the
+    // write happens only while the delivery is unprocessed (or dead: a copy decided before the
+    // dead-letter verdict still applies, and its outcome overrides `dead`), and not while it
+    // is a payment waiting for a refund received before it. Without it, a duplicate queue
+    // message re-applies the delivery where the table has a cycle (confirming ->
+    // partially_paid -> confirming): found by paymos-sim.
     //
     // The refund hold (?10, 1 for an operator's or reconciliation's change into paid or
     // overpaid, NULL otherwise): no write while the invoice has an `invoice.refunded` on
     // record, unprocessed (interface §3: the money went back). Checked here, in the
     // transaction, so a refund received after the operator's 409 check cannot slip between
-    // it and the write; a delivery's payment is held at the consumer's load instead, by
-    // receipt order (`LOAD_DELIVERIES`).
+    // it and the write; a delivery's payment is held by the delivery gate instead, by receipt
+    // order.
     //
     // The write that wins also numbers the transition (`transitions`, migration 0019): the
     // id INSERT_HISTORY gives the history row.
     "INSERT INTO resource (id, kind, status, order_ref, amount, currency, transition_token, \
        transitions) \
      SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, 1 \
-     WHERE (?9 IS NULL OR EXISTS (SELECT 1 FROM webhook_delivery \
-       WHERE event_id = ?9 AND (processed_at IS NULL OR outcome = 'dead'))) \
+     WHERE (?9 IS NULL OR ",
+    delivery_open!("?9"),
+    ") \
        AND (?10 IS NULL OR NOT ",
     refund_waiting!("?1"),
     ") \
@@ -143,7 +145,7 @@ statement!(
 
 statement!(
     FILL_RESOURCE,
-    ["id", "order_ref", "amount", "currency"],
+    ["id", "order_ref", "amount", "currency", "delivery"],
     // Facts learned late (a stale event, reconciliation, an operator) fill what is missing
     // when the guard refused; a known value is never overwritten. The resource's effects get
     // what it learns from the trigger `resource_facts_to_effects` (migration 0018).
@@ -152,13 +154,18 @@ statement!(
     // nothing: a write that won has already filled every fact it carries (coalesce), the same
     // ones. `changes()` is the row count of the statement just before, in the same
     // transaction; as a scalar subquery it is evaluated once, and a NULL key reads no row
-    // (D1 counts 0 rows read instead of 1, per transition).
+    // (D1 counts 0 rows read instead of 1, per transition). A delivery's facts fill only
+    // through the delivery gate (?5, `delivery_open!`), as the guarded write: a copy already
+    // processed, or a payment waiting for a refund, writes nothing.
     "UPDATE resource SET order_ref = coalesce(order_ref, ?2), \
        amount = coalesce(amount, ?3), currency = coalesce(currency, ?4), updated_at = ",
     now!(),
     " \
      WHERE id = (SELECT ?1 WHERE changes() = 0) AND ((order_ref IS NULL AND ?2 IS NOT NULL) \
-       OR (amount IS NULL AND ?3 IS NOT NULL) OR (currency IS NULL AND ?4 IS NOT NULL))"
+       OR (amount IS NULL AND ?3 IS NOT NULL) OR (currency IS NULL AND ?4 IS NOT NULL)) \
+       AND (?5 IS NULL OR ",
+    delivery_open!("?5"),
+    ")"
 );
 
 /// Whether this transaction's guarded write won (RECORD_OUTCOME: ?2 the resource, ?3 the
@@ -176,7 +183,9 @@ macro_rules! outcome_where {
         concat!(
             "event_id = ?1 AND (processed_at IS NULL OR (outcome = 'dead' AND ",
             outcome_won!(),
-            "))"
+            ")) AND NOT (processed_at IS NULL AND ",
+            payment_waits_for_refund!(),
+            ")"
         )
     };
 }
@@ -187,7 +196,9 @@ statement!(
     // Written once: a second consumer of the same delivery finds processed_at set and changes
     // nothing. One exception: a copy that applied the transition after the dead-letter
     // consumer marked the delivery dead (it loaded the row before) overrides `dead`, so the
-    // archive never says dead of what was applied.
+    // archive never says dead of what was applied. A payment waiting for a refund is not
+    // recorded (it is retried). Its row returned: this transaction recorded the outcome (a
+    // copy already processed, or gone, returns none).
     "UPDATE webhook_delivery SET processed_at = ",
     now!(),
     ", last_error = NULL, reason = NULL, \
@@ -195,7 +206,8 @@ statement!(
     outcome_won!(),
     " THEN 'applied' ELSE 'stale' END \
      WHERE ",
-    outcome_where!()
+    outcome_where!(),
+    " RETURNING event_id"
 );
 
 statement!(
@@ -221,11 +233,17 @@ statement!(
     READ_BACK,
     ["id", "token", "event_id"],
     // the resource's row found once (one LEFT JOIN, not a subquery per column: two rows read
-    // fewer per transition, by the benchmark's D1 meter); no row: NULL, NULL, 0
+    // fewer per transition, by the benchmark's D1 meter); no row: NULL, NULL, 0. `held`: the
+    // delivery is a payment waiting for a refund received before it, so nothing was written
+    // (`delivery_open!`); the consumer retries it.
     "SELECT r.status AS status, r.order_ref AS order_ref, \
             coalesce(r.transition_token = ?2, 0) AS applied, \
-            (SELECT outcome FROM webhook_delivery WHERE event_id = ?3) AS outcome \
-     FROM (SELECT 1) LEFT JOIN resource r ON r.id = ?1"
+            webhook_delivery.outcome AS outcome, \
+            coalesce(webhook_delivery.processed_at IS NULL AND ",
+    payment_waits_for_refund!(),
+    ", 0) AS held \
+     FROM (SELECT 1) LEFT JOIN resource r ON r.id = ?1 \
+       LEFT JOIN webhook_delivery ON webhook_delivery.event_id = ?3"
 );
 
 /// One guarded transition, everything it writes, as data.
@@ -285,6 +303,7 @@ pub fn transition_batch<'a>(r: &TransitionRequest<'a>) -> Vec<Bound<'a>> {
             Arg::opt(r.order_ref),
             Arg::opt(r.amount),
             Arg::opt(r.currency),
+            Arg::opt(r.delivery),
         ]));
     }
     batch.push(INSERT_HISTORY.bind(vec![

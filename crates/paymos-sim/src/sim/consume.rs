@@ -8,7 +8,6 @@
 
 use paymos_core::actors::consume::{self, Answered, Batch, Driven, Item, Mode};
 use paymos_core::actors::Answer;
-use paymos_core::machine::State;
 use paymos_core::rows::ConsumeRow;
 use paymos_core::statements::Bound;
 
@@ -86,6 +85,7 @@ impl Sim<'_> {
                 event_id: self.eid(m.d).to_string(),
                 generation: m.generation,
                 attempts: m.attempts,
+                facts: m.facts.clone(),
             })
             .collect();
         let driver = self.consumer(messages);
@@ -186,66 +186,15 @@ impl Sim<'_> {
             .result
             .and_then(|r| r[0].to::<ConsumeRow>());
         let rows = rows.map_err(consume::database_unavailable)?;
-        // every message names a delivery on record
-        for m in msgs {
+        // every message it loads names a delivery on record
+        for m in msgs.iter().filter(|m| m.facts.is_none()) {
             let id = self.eid(m.d).to_string();
             if !rows.iter().any(|r| r.event_id == id) {
                 self.violation(format!("queue message names {id}, which is not on record"));
             }
         }
-        self.check_refund_waiting(msgs, &rows);
         self.trace(format!("consumer [{}] loaded", self.names(msgs)));
         Ok(rows)
-    }
-
-    /// (r) The load says of an unprocessed payment whether its invoice has a refund on record,
-    /// unprocessed and received no later than the payment, exactly as the world's deliveries
-    /// and the rows on record say: the payment waits for such a refund (interface §3, "arrives
-    /// after it" counted at receipt), so a wrong answer ships goods for money returned, or
-    /// holds back a payment the refund did not overtake.
-    fn check_refund_waiting(&mut self, msgs: &[Msg], rows: &[ConsumeRow]) {
-        let received = |db: &crate::db::Db, sql: &str| {
-            let r = db.inspect(sql);
-            (0..r.rows.len())
-                .filter_map(|i| Some((r.text(i, "resource_id")?, r.text(i, "received_at")?)))
-                .collect::<Vec<(String, String)>>()
-        };
-        let unprocessed_refunds = received(
-            &self.db,
-            "SELECT resource_id, received_at FROM webhook_delivery \
-             WHERE event_type = 'invoice.refunded' AND processed_at IS NULL",
-        );
-        for m in msgs {
-            let delivery = &self.world.deliveries[m.d];
-            let resource = &self.world.resources[delivery.resource];
-            let payment = matches!(
-                resource.events[delivery.event].to,
-                Some(State::Paid | State::Overpaid)
-            );
-            let Some(row) = rows.iter().find(|r| r.event_id == delivery.event_id) else {
-                continue;
-            };
-            let own = received(
-                &self.db,
-                &format!(
-                    "SELECT resource_id, received_at FROM webhook_delivery WHERE event_id = '{}'",
-                    delivery.event_id
-                ),
-            );
-            let overtaken = own.first().is_some_and(|(_, paid_at)| {
-                unprocessed_refunds
-                    .iter()
-                    .any(|(id, at)| id == &resource.id && at <= paid_at)
-            });
-            let expected = payment && row.processed_at.is_none() && overtaken;
-            if row.refund_waiting != expected {
-                self.violation(format!(
-                    "(r) the load says refund_waiting {} for {}, where the deliveries on record \
-                     say {expected}",
-                    row.refund_waiting, delivery.event_id
-                ));
-            }
-        }
     }
 
     /// `RECORD_FAILURE`, best effort (D1 may be what is failing). The failure just happened:
@@ -278,7 +227,6 @@ impl Sim<'_> {
                     Item::Done(w) => (*w).to_string(),
                     Item::Ignore(r) => format!("ignore ({r})"),
                     Item::Transition(p) => format!("→ {}", p.change.to),
-                    Item::WaitForRefund(r) => format!("waits for {r}'s refund"),
                 };
                 format!("{} {what}", self.eid(msgs[*i].d))
             })

@@ -49,6 +49,7 @@ pub async fn drive<I: Io>(batch: &mut Batch, io: &mut I) -> Driven {
                 Ok(rows) => batch.loaded(rows, &mut || io.draw()),
                 Err(why) => batch.failed(why),
             },
+            Step::Decide => batch.loaded(Vec::new(), &mut || io.draw()),
             Step::Apply(statements) => match io.apply(statements, batch).await {
                 Ok(rows) => batch.applied(rows),
                 Err(why) => batch.failed(why),

@@ -16,6 +16,22 @@ fn msg(id: &str, attempts: u32) -> Message {
         event_id: id.into(),
         generation: Some(0),
         attempts,
+        facts: None,
+    }
+}
+
+/// A receipt's message: it carries its envelope's facts.
+fn receipt(id: &str, event_type: &str, attempts: u32) -> Message {
+    Message {
+        facts: Some(Facts {
+            event_type: event_type.into(),
+            resource_id: "inv_1".into(),
+            livemode: false,
+            order_ref: Some("order_a".into()),
+            amount: None,
+            currency: None,
+        }),
+        ..msg(id, attempts)
     }
 }
 
@@ -29,15 +45,6 @@ fn row(id: &str, event_type: &str, livemode: bool, processed: bool) -> ConsumeRo
         event_id: id.into(),
         processed_at: processed.then(|| "2026-12-01T00:00:01.000Z".into()),
         body: Some(body),
-        refund_waiting: false,
-    }
-}
-
-/// A payment's row whose invoice has an unprocessed refund on record.
-fn waiting(id: &str, event_type: &str) -> ConsumeRow {
-    ConsumeRow {
-        refund_waiting: true,
-        ..row(id, event_type, false, false)
     }
 }
 
@@ -49,20 +56,53 @@ fn draw() -> impl FnMut() -> [u8; 16] {
     }
 }
 
-/// The results a committed transaction gives back: a read-back saying `outcome` for each
-/// transition, a released effect for the first.
+/// The results a committed transaction gives back: each transition's outcome recorded and
+/// read back as `outcome`, a released effect for the first.
 fn results(b: &[Bound<'_>], outcome: &str, order_ref: &str) -> Vec<Vec<serde_json::Value>> {
+    read_backs(b, order_ref, |_| Back::Recorded(outcome))
+}
+
+/// What the transaction did with one transition's delivery.
+#[derive(Clone, Copy)]
+enum Back<'a> {
+    /// Recorded this outcome.
+    Recorded(&'a str),
+    /// Found it recorded already, with this outcome.
+    Found(&'a str),
+    /// Found no delivery.
+    Gone,
+    /// Held it: a payment waiting for a refund.
+    Held,
+}
+
+/// The results of a committed transaction whose `n`th transition's delivery went as `back(n)`.
+fn read_backs<'o>(
+    b: &[Bound<'_>],
+    order_ref: &str,
+    back: impl Fn(usize) -> Back<'o>,
+) -> Vec<Vec<serde_json::Value>> {
     let mut released = false;
+    let mut n = 0;
     b.iter()
-        .map(|s| match s.statement.name {
-            "RELEASE_EFFECTS" if !released => {
+        .map(|s| match (s.statement.name, back(n)) {
+            ("RELEASE_EFFECTS", Back::Recorded(_)) if !released => {
                 released = true;
                 vec![json!({"effect_id": "eff_1"})]
             }
-            "READ_BACK" => vec![json!({
-                "status": "paid", "order_ref": order_ref, "applied": (outcome == "applied") as i64,
-                "outcome": outcome
-            })],
+            ("RECORD_OUTCOME", Back::Recorded(_)) => vec![json!({"event_id": "evt"})],
+            ("READ_BACK", got) => {
+                n += 1;
+                let (applied, outcome, held) = match got {
+                    Back::Recorded(o) => (o == "applied", Some(o), false),
+                    Back::Found(o) => (false, Some(o), false),
+                    Back::Gone => (false, None, false),
+                    Back::Held => (false, None, true),
+                };
+                vec![json!({
+                    "status": "paid", "order_ref": order_ref, "applied": applied as i64,
+                    "outcome": outcome, "held": held as i64
+                })]
+            }
             _ => Vec::new(),
         })
         .collect()
@@ -251,104 +291,90 @@ fn the_driver_splits_a_failed_batch_and_records_a_single_message_failure() {
 }
 
 #[test]
-fn a_payment_waits_for_a_refund_on_record_unless_the_batch_decides_the_refund_first() {
-    // alone: nothing written, retried on the consumer's ladder, no failure recorded
-    let mut b = Batch::new(vec![msg("evt_paid", 2)], settings(Ok(Mode::Test)));
-    let _ = b.step();
-    b.loaded(vec![waiting("evt_paid", "invoice.paid")], &mut draw());
-    let Step::Answer(a) = b.step() else { panic!() };
-    assert_eq!(a.replies.len(), 1);
-    assert_eq!(a.replies[0].outcome, "waiting_for_refund");
-    assert_eq!(a.replies[0].answer, Answer::Retry(20));
-    assert!(a.replies[0].detail.as_deref().unwrap().contains("inv_1"));
-    assert!(a.released.is_empty());
-    assert_eq!(b.step(), Step::Done);
-
-    // the payment first, its refund after it in the batch: the payment waits, the refund applies
+fn a_batch_of_receipts_loads_nothing_and_the_transaction_says_what_each_found() {
+    // every message carries its facts: no load; the transaction's delivery gate sees the rest
     let mut b = Batch::new(
-        vec![msg("evt_paid", 1), msg("evt_refund", 1)],
+        vec![
+            receipt("evt_a", "invoice.paid", 1),
+            receipt("evt_b", "invoice.paid", 1),
+            receipt("evt_c", "invoice.paid", 1),
+            receipt("evt_d", "invoice.disputed", 1),
+        ],
         settings(Ok(Mode::Test)),
     );
-    let statements = transitions(
-        &mut b,
-        vec![
-            waiting("evt_paid", "invoice.overpaid"),
-            row("evt_refund", "invoice.refunded", false, false),
-        ],
-        1,
-        "the refund's transition only",
-    );
-    b.applied(results(&statements, "applied", "order_a"));
+    assert_eq!(b.step(), Step::Decide);
+    b.loaded(Vec::new(), &mut draw());
+    let Step::Apply(statements) = b.step() else {
+        panic!()
+    };
+    let gate = |s: &Bound<'_>| s.statement.name == "GUARDED_UPSERT";
+    assert_eq!(statements.iter().filter(|s| gate(s)).count(), 3);
+    let backs = [
+        Back::Recorded("applied"),
+        Back::Found("applied"),
+        Back::Gone,
+    ];
+    b.applied(read_backs(&statements, "order_a", |n| backs[n.min(2)]));
     let Step::Answer(a) = b.step() else { panic!() };
     let outcomes: Vec<(&str, Answer)> = a.replies.iter().map(|r| (r.outcome, r.answer)).collect();
     assert_eq!(
         outcomes,
         [
-            ("waiting_for_refund", Answer::Retry(10)),
-            ("applied", Answer::Ack)
+            ("applied", Answer::Ack),
+            ("already_processed", Answer::Ack),
+            ("missing", Answer::Ack),
+            ("ignored", Answer::Ack),
         ]
     );
-
-    // the refund decided first in the same transaction: the guard sees it, no wait
-    let mut b = Batch::new(
-        vec![msg("evt_refund", 1), msg("evt_paid", 1)],
-        settings(Ok(Mode::Test)),
-    );
-    transitions(
-        &mut b,
-        vec![
-            row("evt_refund", "invoice.refunded", false, false),
-            waiting("evt_paid", "invoice.paid"),
-        ],
-        2,
-        "both transitions, in order",
-    );
-}
-
-/// Loads `rows` into a fresh batch `b`, and checks that its transaction holds `n`
-/// transitions (a read-back each); its statements.
-fn transitions(b: &mut Batch, rows: Vec<ConsumeRow>, n: usize, why: &str) -> Vec<Bound<'static>> {
-    let _ = b.step();
-    b.loaded(rows, &mut draw());
-    let Step::Apply(statements) = b.step() else {
-        panic!()
-    };
-    let read_backs = statements
-        .iter()
-        .filter(|s| s.statement.name == "READ_BACK");
-    assert_eq!(read_backs.count(), n, "{why}");
-    statements
+    assert_eq!(a.released, ["eff_1"]);
 }
 
 #[test]
-fn a_payment_waits_for_a_refund_on_record_even_after_another_transition_of_its_invoice() {
-    // only a refund decided before it lets the payment through: another event of the same
-    // invoice earlier in the batch decides nothing about the refund (interface §3)
-    for earlier in ["invoice.confirming", "invoice.partially_paid"] {
-        let mut b = Batch::new(
-            vec![msg("evt_earlier", 1), msg("evt_paid", 1)],
-            settings(Ok(Mode::Test)),
-        );
-        let statements = transitions(
-            &mut b,
-            vec![
-                row("evt_earlier", earlier, false, false),
-                waiting("evt_paid", "invoice.paid"),
-            ],
-            1,
-            "the earlier event's transition only",
-        );
-        b.applied(results(&statements, "applied", "order_a"));
+fn only_the_messages_without_facts_are_loaded() {
+    let mut b = Batch::new(
+        vec![receipt("evt_a", "invoice.paid", 1), msg("evt_replayed", 1)],
+        settings(Ok(Mode::Test)),
+    );
+    let Step::Load(load) = b.step() else { panic!() };
+    assert_eq!(load.args[0], Arg::json_list(&["evt_replayed"]));
+    b.loaded(
+        vec![row("evt_replayed", "invoice.paid", false, true)],
+        &mut draw(),
+    );
+    let Step::Apply(statements) = b.step() else {
+        panic!()
+    };
+    // the receipt's transition only: the replayed delivery was processed meanwhile
+    let read_backs = statements
+        .iter()
+        .filter(|s| s.statement.name == "READ_BACK");
+    assert_eq!(read_backs.count(), 1);
+}
+
+#[test]
+fn a_payment_the_transaction_holds_waits_for_its_refund() {
+    // held by the delivery gate: nothing written, retried on the consumer's ladder, no
+    // failure recorded, nothing released
+    for first in [receipt("evt_paid", "invoice.paid", 2), msg("evt_paid", 2)] {
+        let mut b = Batch::new(vec![first], settings(Ok(Mode::Test)));
+        match b.step() {
+            Step::Decide => b.loaded(Vec::new(), &mut draw()),
+            Step::Load(_) => b.loaded(
+                vec![row("evt_paid", "invoice.paid", false, false)],
+                &mut draw(),
+            ),
+            other => panic!("{other:?}"),
+        }
+        let Step::Apply(statements) = b.step() else {
+            panic!()
+        };
+        b.applied(read_backs(&statements, "order_a", |_| Back::Held));
         let Step::Answer(a) = b.step() else { panic!() };
-        let outcomes: Vec<(&str, Answer)> =
-            a.replies.iter().map(|r| (r.outcome, r.answer)).collect();
-        assert_eq!(
-            outcomes,
-            [
-                ("applied", Answer::Ack),
-                ("waiting_for_refund", Answer::Retry(10))
-            ],
-            "after {earlier}"
-        );
+        assert_eq!(a.replies.len(), 1);
+        assert_eq!(a.replies[0].outcome, "waiting_for_refund");
+        assert_eq!(a.replies[0].answer, Answer::Retry(20));
+        assert!(a.replies[0].detail.as_deref().unwrap().contains("inv_1"));
+        assert!(a.released.is_empty());
+        assert_eq!(b.step(), Step::Done);
     }
 }
