@@ -79,8 +79,7 @@ pub fn receive_check(
             }
             // the queue message as JSON text (one line: JSON escapes every newline)
             verdict.push('\n');
-            let message = DeliveryMessage::received(&envelope);
-            verdict.push_str(&serde_json::to_string(&message).unwrap_or_default());
+            verdict.push_str(&DeliveryMessage::received(&envelope).json());
             verdict
         }
         Err(e) => refusal(e, &head, now),
