@@ -6,7 +6,9 @@
 // {event_id, generation: 0} → reply, with the same JSON log line as ours.
 //
 // Consume (the same queues, same settings), per batch as ours: load all the batch's deliveries
-// in one query (LOAD_DELIVERIES), skip those already processed, parse each stored envelope,
+// in one query (LOAD_DELIVERIES; ours loads only messages without the envelope's facts, a
+// receipt's carrying them since 2026-12-07: bench/README.md, "The consumer's load was the
+// gap"), skip those already processed, parse each stored envelope,
 // livemode against PAYMOS_MODE and unknown event types (MARK_IGNORED), else the same guarded
 // transition statements as ours (the guarded write, history, the effect row with its outbox
 // columns, fill, RELEASE_EFFECTS, RECORD_OUTCOME, READ_BACK), all of the batch's statements in
