@@ -104,12 +104,11 @@ impl DeliveryMessage {
         }
     }
 
-    /// The object `serde_wasm_bindgen::to_value` makes of it (`{event_id, generation}`, the
-    /// generation a number, left out when `None`), built directly: the serializer's field-name
-    /// cache and its code were compiled on a fresh isolate's first delivery only for this
-    /// (bench/README.md, "Cold start"). The consumer reads it back with serde.
-    /// The message as JSON text, as serde would write it, by hand (`Facts::push_json`): the
-    /// receive path writes it on an isolate's first request too.
+    /// The message as JSON text, as serde_json would write it (`generation` and `facts` left
+    /// out when `None`), written by hand (`Facts::push_json`): serde's serializers, their
+    /// field-name cache and their code were compiled on a fresh isolate's first delivery only
+    /// for this (bench/README.md, "Cold start"). The consumer reads it back with serde. The
+    /// receive path's JavaScript driver sends it as the wasm wrote it (`receive_check`).
     pub fn json(&self) -> String {
         let mut out = String::with_capacity(160);
         out.push_str("{\"event_id\":");
@@ -126,11 +125,14 @@ impl DeliveryMessage {
         out
     }
 
+    /// The message as the object a send takes.
     fn to_js(&self) -> worker::Result<JsValue> {
         Ok(js_sys::JSON::parse(&self.json())?)
     }
 }
 
+/// Sends one message. The row it names is already durable: a failed send is logged by the
+/// caller and recovered by the sweeper.
 pub async fn enqueue(env: &Env, message: DeliveryMessage) -> worker::Result<()> {
     let sent = js_sys::Promise::from(enqueue_start(env, message)?);
     worker::wasm_bindgen_futures::JsFuture::from(sent).await?;

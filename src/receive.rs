@@ -226,18 +226,17 @@ fn store(
                 )
             }
         };
-        let message = DeliveryMessage::received(&envelope);
         let mut received = Received {
             duplicate: !inserted,
-            resource_id: envelope.resource_id,
-            event_type: envelope.event_type,
+            resource_id: envelope.resource_id.clone(),
+            event_type: envelope.event_type.clone(),
             enqueue_error: None,
         };
         if !inserted {
             return finish(Ok(received), &head);
         }
         // the row is durable: if this send fails the sweeper enqueues it later, so still 2xx
-        match queue::enqueue_start(&env, message) {
+        match queue::enqueue_start(&env, DeliveryMessage::received(&envelope)) {
             Ok(send) => settle(&send, move |sent| {
                 received.enqueue_error = sent.err().map(|e| worker::Error::from(e).to_string());
                 finish(Ok(received), &head)

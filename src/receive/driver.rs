@@ -42,8 +42,9 @@ pub fn receive_setup(env: Env) -> Option<String> {
 
 /// A delivery's body and headers, checked at `now` (milliseconds since the epoch; `started`
 /// when its request arrived): `A<event id>\n<resource id>\n<event type>\n<queue message as
-/// JSON>` for a delivery to insert, or `R<status><reply body>` for a refusal, already counted and logged. The counts
-/// taken here are the delivery's only ones: their write is scheduled here too.
+/// JSON>` for a delivery to insert, or `R<status><reply body>` for a refusal, already counted
+/// and logged. The counts taken here are the delivery's only ones: their write is scheduled
+/// here too.
 #[wasm_bindgen]
 #[allow(clippy::too_many_arguments)] // each a header's value, as the driver read it
 pub fn receive_check(
