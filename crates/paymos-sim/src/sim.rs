@@ -688,16 +688,9 @@ impl<'o> Sim<'o> {
         let delivery = &self.world.deliveries[d];
         let envelope =
             paymos_core::parse_envelope(delivery.body.as_bytes(), Some(&delivery.event_id));
-        let facts = envelope.ok().and_then(|e| Facts::of(&e));
-        let generation = Some(0);
-        queue::Msg::new(
-            Delivery {
-                d,
-                generation,
-                facts,
-            },
-            self.now(),
-        )
+        let mut m = self.new_msg(d, Some(0));
+        m.body.facts = envelope.ok().and_then(|e| Facts::of(&e));
+        m
     }
 
     /// `message.retry({delaySeconds})`, or a consumer that died holding it: another attempt,
@@ -1276,7 +1269,8 @@ impl<'o> Sim<'o> {
         // "A second consumer of the same delivery finds processed_at set and changes
         // nothing" (RECORD_OUTCOME): a delivery already decided does not transition again
         // and nothing but a delivery's payment brings an invoice to paid while a refund waits
-        // (interface §3; the delivery's own hold is the consumer's, checker (r))
+        // (interface §3); a delivery's payment waits for a refund received before it (its
+        // transaction's delivery gate, checker (r) below)
         let held = (cause_kind != CauseKind::Event
             && matches!(to, State::Paid | State::Overpaid)
             && pre.refund_on_record)
