@@ -147,8 +147,8 @@ test("a delivery is answered, logged and counted alike by the driver and the was
 });
 
 test("the driver's wasm exports are not methods another Worker can call over RPC", async () => {
-  // a Worker bound to ours as a service: worker-build made every wasm export a method of the
-  // entrypoint, and src/worker.js takes the driver's off it
+  // a Worker bound to ours as a service: worker-build makes every wasm export a method of its
+  // entrypoint class, and src/worker.js exports a handler object instead of the class
   const caller = {
     name: "caller",
     modules: true,
