@@ -45,11 +45,24 @@ pub struct Facts {
     pub event_type: String,
     pub resource_id: String,
     pub livemode: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// As the envelope's: a blank one read from a message (data from a queue) is `None`.
+    #[serde(
+        default,
+        deserialize_with = "given_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub order_ref: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "given_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub amount: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "given_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub currency: Option<String>,
 }
 
@@ -358,8 +371,26 @@ mod tests {
             let mut ours = String::new();
             facts.push_json(&mut ours);
             assert_eq!(ours, serde_json::to_string(&facts).unwrap());
-            assert_eq!(serde_json::from_str::<Facts>(&ours).unwrap(), facts);
+            // read back as written, but a blank field, which a message's reader takes as absent
+            let read = Facts {
+                order_ref: given(facts.order_ref.clone()),
+                amount: given(facts.amount.clone()),
+                currency: given(facts.currency.clone()),
+                ..facts.clone()
+            };
+            assert_eq!(serde_json::from_str::<Facts>(&ours).unwrap(), read);
         }
+    }
+
+    #[test]
+    fn a_message_s_blank_or_null_facts_read_as_absent() {
+        let text = r#"{"type":"invoice.paid","resource_id":"inv_1","livemode":false,
+            "order_ref":" \t","amount":null,"currency":"USDT"}"#;
+        let facts: Facts = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            (facts.order_ref, facts.amount, facts.currency.as_deref()),
+            (None, None, Some("USDT"))
+        );
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub use drive::{database_unavailable, drive, Driven, Io};
 
 use crate::actors::transition::{order_ref_disagreement, prepare, Change, PlanFn, Prepared};
 use crate::actors::Answer;
-use crate::envelope::{given, parse_envelope, Facts};
+use crate::envelope::{parse_envelope, Facts};
 use crate::ladder::consumer_retry_delay;
 use crate::machine::{target_state, CauseKind, Outcome};
 use crate::rows::ConsumeRow;
@@ -311,10 +311,10 @@ impl Batch {
             resource_id: facts.resource_id.clone(),
             kind,
             to,
-            // as the receipt read them; `given` again for a message's, which is data from a queue
-            order_ref: given(facts.order_ref.clone()),
-            amount: given(facts.amount.clone()),
-            currency: given(facts.currency.clone()),
+            // blanks are absent: as the envelope read them, or a message's (`Facts`' reader)
+            order_ref: facts.order_ref.clone(),
+            amount: facts.amount.clone(),
+            currency: facts.currency.clone(),
             cause_kind: CauseKind::Event,
             cause: event_id.to_string(),
             delivery: Some(event_id.to_string()),
