@@ -128,6 +128,28 @@ fn teeth_kept_counts_without_their_row() {
 
 // ---------------------------------------------------------------- a delivery's row
 
+/// The transaction's read-back joins only an unprocessed delivery (all that its `held` needs,
+/// it would seem): a copy whose delivery another copy processed then reads as a delivery gone.
+fn read_back_of_open_deliveries(s: &'static Statement) -> Option<String> {
+    (s.name == "READ_BACK").then(|| {
+        edit(
+            s,
+            "webhook_delivery.event_id = ?3",
+            "webhook_delivery.event_id = ?3 AND webhook_delivery.processed_at IS NULL",
+        )
+    })
+}
+
+/// sim/consume.rs `answer`: "… which the consumer answered missing".
+#[test]
+fn teeth_a_delivery_on_record_answered_missing() {
+    assert_caught(
+        "the read-back of unprocessed deliveries only",
+        sql(read_back_of_open_deliveries),
+        &[&["which the consumer answered missing"]],
+    );
+}
+
 /// RECORD_OUTCOME records `applied` whatever the guard decided.
 fn always_applied(s: &'static Statement) -> Option<String> {
     (s.name == "RECORD_OUTCOME").then(|| {
