@@ -431,6 +431,32 @@ describe("against the worker", () => {
     assert.equal(r.json.attempts[0].status, 200);
   });
 
+  test("paymos load --mode e2e --orders-url: two runs against one order system each follow their own invoices to it", async (t) => {
+    needBin();
+    const { startWorker } = await import("./helpers/worker.mjs");
+    const orderSecret = "whsec_" + Buffer.from("load-e2e-orders-test-secret-0123").toString("base64");
+    const orders = await startOrders(["--secret", orderSecret]);
+    const w = await startWorker({ vars: { ORDER_SYSTEM_URL: orders.url, ORDER_SYSTEM_SECRET: orderSecret } });
+    t.after(() => w.close());
+    const run = () => paymos(["load", "--to", w.url, "--mode", "e2e", "--concurrency", "2", "--requests", "6", "--orders-url", orders.url, "--open-loop", "--effect-timeout-seconds", "60", "--json"]);
+    for (const round of [1, 2]) {
+      const r = await run();
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.json.duplicate_false, 6, `round ${round}`);
+      assert.equal(r.json.effects_seen, 6, `round ${round}: ${JSON.stringify(r.json)}`);
+      assert.equal(r.json.effects_timed_out, 0, `round ${round}`);
+      // each latency is its own invoice's, from its POST: none is another run's shipment
+      assert.ok(r.json.effect_latency_ms.p50 > 0, JSON.stringify(r.json.effect_latency_ms));
+    }
+    const received = await (await fetch(`${orders.url}/received`)).json();
+    assert.equal(received.shipped_total, 12);
+    assert.equal(received.shipped.length, 12);
+    // a URL that is not `paymos orders` (here the receiver itself) is refused before any load
+    const wrong = await paymos(["load", "--to", w.url, "--mode", "e2e", "--requests", "1", "--orders-url", w.url, "--open-loop", "--json"]);
+    assert.equal(wrong.code, 2, wrong.stdout + wrong.stderr);
+    assert.match(wrong.stderr, /cannot reach .*\/received: .*(shipped_total|JSON|404)/);
+  });
+
   test("paymos load: a short duplicate run reports counts and percentiles; non-loopback targets are refused", async () => {
     const { w } = await worker();
     const r = await paymos(["load", "--to", w.url, "--mode", "duplicate", "--concurrency", "2", "--requests", "40", "--json"]);

@@ -196,16 +196,41 @@ struct Seen {
     error: Option<String>,
 }
 
-/// Polls `GET {orders}/received?after=N` every 10 ms until `stop`; records each fulfilment's
-/// resource id when it first appears and wakes the waiting connections.
+/// How many effects the order system has shipped so far (its `shipped_total`), asked for
+/// with a cursor past them all: the watcher starts there, so an order system that has run
+/// before (another load, a long demo) is not read from its first shipment.
+fn shipped_so_far(orders: &str) -> Result<usize, CliError> {
+    let url = format!("{orders}/received?after={}", usize::MAX);
+    let unreachable = |reason: String| CliError::Unreachable {
+        url: format!("{orders}/received"),
+        reason,
+    };
+    let v: Value = http::agent(Duration::from_secs(5))
+        .get(&url)
+        .call()
+        .map_err(|e| unreachable(e.to_string()))?
+        .into_string()
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        .map_err(|e| unreachable(format!("its answer does not read as JSON: {e}")))?;
+    v["shipped_total"]
+        .as_u64()
+        .map(|n| n as usize)
+        .ok_or_else(|| {
+            unreachable("its answer has no shipped_total: is it `paymos orders`?".into())
+        })
+}
+
+/// Polls `GET {orders}/received?after=N` every 10 ms, from `cursor` on, until `stop`; records
+/// each fulfilment's resource id when it first appears and wakes the waiting connections.
 fn watch_orders(
     orders: String,
+    mut cursor: usize,
     seen: Arc<(Mutex<Seen>, Condvar)>,
     stop: Arc<AtomicBool>,
 ) -> thread::JoinHandle<()> {
     thread::spawn(move || {
         let agent = http::agent(Duration::from_secs(5));
-        let mut cursor = 0usize;
         let mut failures = 0;
         while !stop.load(Ordering::Relaxed) {
             let url = format!("{orders}/received?after={cursor}");
@@ -622,13 +647,19 @@ pub fn run(o: &LoadOptions) -> Result<i32, CliError> {
     let (duration, cap) = validate(o)?;
     let seen: Arc<(Mutex<Seen>, Condvar)> = Arc::default();
     let watcher_stop = Arc::new(AtomicBool::new(false));
-    let watcher = o.orders_url.as_ref().map(|u| {
-        watch_orders(
-            u.trim_end_matches('/').to_string(),
-            seen.clone(),
-            watcher_stop.clone(),
-        )
-    });
+    let watcher = match &o.orders_url {
+        Some(u) => {
+            let orders = u.trim_end_matches('/').to_string();
+            let cursor = shipped_so_far(&orders)?;
+            Some(watch_orders(
+                orders,
+                cursor,
+                seen.clone(),
+                watcher_stop.clone(),
+            ))
+        }
+        None => None,
+    };
     let pool = match o.mode {
         Mode::New | Mode::E2e => prepare(&o.secret, cap)?,
         Mode::Duplicate => prepare(&o.secret, 1)?,

@@ -8,7 +8,8 @@
 //!   them answer 500 (`fail_rate`), or no request is answered at all (`hang`) until told
 //!   otherwise.
 //! - `GET /received`: what arrived, as JSON (`?after=N`: only what shipped after the first
-//!   N, for pollers); `POST /control`: change the failure mode;
+//!   N, for pollers, who start from its `shipped_total`); `POST /control`: change the failure
+//!   mode;
 //!   `GET /healthz`.
 //!
 //! The decisions live in [`OrderSystem::handle`], apart from the socket, so that they are
@@ -207,6 +208,8 @@ impl OrderSystem {
     pub fn received(&self) -> Value {
         json!({
             "shipped": self.shipped,
+            // a poller's cursor to start from (`?after=N` lists only what shipped after N)
+            "shipped_total": self.shipped.len(),
             "revoked_unshipped": self.revoked_unshipped,
             "withheld": self.withheld,
             "requests": self.requests,
@@ -689,6 +692,19 @@ mod tests {
             ["eff_2", "eff_3"]
         );
         assert!(shipped(get(&mut s, "/received?after=9", "GET", "")).is_empty());
+        // where a poller starts: the total, whatever the cursor asked for
+        match get(
+            &mut s,
+            &format!("/received?after={}", usize::MAX),
+            "GET",
+            "",
+        ) {
+            Action::Reply { body, .. } => {
+                assert_eq!(body["shipped"], json!([]), "{body}");
+                assert_eq!(body["shipped_total"], 3, "{body}");
+            }
+            Action::Hang => panic!("hang"),
+        }
     }
 
     #[test]
