@@ -39,6 +39,9 @@ const COST_NEW = quick ? 400 : 2000;
 const COST_DUPLICATES = quick ? 200 : 1000;
 const E2E_INVOICES = quick ? 50 : 200;
 const E2E_OPEN_LOOP = quick ? 200 : 1000;
+// the top of the sustained end-to-end bisection when the keep-up part has not found a rate
+// (`--only=e2e`), or found none that kept up
+const E2E_SUSTAINED_TOP = quick ? 200 : 400;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const workers = {
@@ -280,23 +283,54 @@ for (const key of keepUpKeys) {
 const ceiling = Math.max(0, ...keepUpKeys.map((key) => results.keep_up[key].max.load.throughput_rps));
 const bottom = ceiling / 4;
 for (const key of keepUpKeys) {
-  let [lo, hi] = [bottom, ceiling];
-  let best = null;
-  for (let i = 0; i < PROBES; i++) {
-    const rate = Math.round((lo + hi) / 2);
+  const probe = async (rate) => {
     console.error(`[bench] keeping up, ${rate} req/s for ${PACED_SECONDS} s: ${workers[key].label}`);
     const k = { ...(await keepUp(key, PACED_SECONDS, rate)), rate };
-    k.kept_up = keptUp(k);
-    results.keep_up[key].probes.push({ rate, kept_up: k.kept_up, backlog_at_end: k.backlog_at_end, backlog_during: k.backlog_during, achieved_rps: k.load.throughput_rps, fulfilment_ms: k.fulfilment_ms });
-    if (k.kept_up) [lo, best] = [rate, k];
-    else hi = rate;
-  }
+    return { ...k, kept_up: keptUp(k) };
+  };
+  const { best, probes } = await highestKeptUp(bottom, ceiling, probe);
+  results.keep_up[key].probes = probes.map((k) => ({ rate: k.rate, kept_up: k.kept_up, backlog_at_end: k.backlog_at_end, backlog_during: k.backlog_during, achieved_rps: k.load.throughput_rps, fulfilment_ms: k.fulfilment_ms }));
   // the highest rate that kept up, or (none did) the lowest tried, with its figures
-  results.keep_up[key].paced = best ?? { ...(await keepUp(key, PACED_SECONDS, Math.round(bottom))), rate: Math.round(bottom) };
-  results.keep_up[key].paced.kept_up ??= keptUp(results.keep_up[key].paced);
+  results.keep_up[key].paced = best ?? (await probe(Math.round(bottom)));
+}
+
+/**
+ * The highest rate between `lo` and `hi` at which `probe(rate)` says it kept up (`kept_up`),
+ * bisected in PROBES runs: the best run (null if none kept up) and every run, in order.
+ */
+async function highestKeptUp(lo, hi, probe) {
+  let best = null;
+  const probes = [];
+  for (let i = 0; i < PROBES; i++) {
+    const r = await probe(Math.round((lo + hi) / 2));
+    probes.push(r);
+    if (r.kept_up) [lo, best] = [r.rate, r];
+    else hi = r.rate;
+  }
+  return { best, probes };
 }
 
 // ---------------------------------------------------------------- to the order system (ours)
+// The same figure under sustained load, as in the keep-up scenario but with the dispatcher's
+// work and the order system's POSTs on top: paid invoices paced for PACED_SECONDS, at the
+// highest rate whose effects keep up, bisected in PROBES runs between a quarter of the rate
+// ours kept up with there (receive + consume) and all of it. Kept up: no effect timed out,
+// and they were delivered at the rate sent (open loop: effects ÷ seconds from the first POST
+// to the last effect).
+async function sustainedEndToEnd(vars, orders) {
+  const paced = results.keep_up.rust?.paced;
+  const top = paced?.kept_up ? paced.rate : E2E_SUSTAINED_TOP;
+  const run = async (rate) => {
+    console.error(`[bench] end to end, ${rate} paid invoices/s for ${PACED_SECONDS} s`);
+    const extra = [...orders.openLoop(Math.round(rate * PACED_SECONDS)), "--rate", String(rate)];
+    const r = await withWorker(workers.rust.script, vars, (w) => load(w.url, "e2e", 16, extra));
+    return { rate, kept_up: r.effects_timed_out === 0 && (r.effects_per_second ?? 0) >= 0.97 * rate, ...r };
+  };
+  const { best, probes } = await highestKeptUp(top / 4, top, run);
+  const summary = probes.map((r) => ({ rate: r.rate, kept_up: r.kept_up, effects_per_second: r.effects_per_second, effect_latency_ms: r.effect_latency_ms }));
+  return { top, probes: summary, ...(best ?? (await run(Math.round(top / 4)))) };
+}
+
 results.e2e = {};
 if (part("e2e")) {
   console.error("[bench] end to end: POST → the order system's 2xx (paymos orders)");
@@ -306,6 +340,7 @@ if (part("e2e")) {
     const vars = orders.vars;
     results.e2e.closed_loop = await withWorker(workers.rust.script, vars, (w) => load(w.url, "e2e", 16, orders.closedLoop(E2E_INVOICES)));
     results.e2e.open_loop = await withWorker(workers.rust.script, vars, (w) => load(w.url, "e2e", 16, orders.openLoop(E2E_OPEN_LOOP)));
+    results.e2e.sustained = await sustainedEndToEnd(vars, orders);
     // what a paid invoice costs in D1 when its fulfilment is pushed to the order system:
     // receive, consume and the dispatcher (load, POST, record), amortised
     if (part("cost")) {
@@ -424,6 +459,12 @@ const o = results.e2e.open_loop;
 if (c && o) {
   say();
   say(`To the order system (ours, \`paymos orders\` as ORDER_SYSTEM_URL, polled every 10 ms): POST → the order system's 2xx for ${E2E_INVOICES} invoices at 16 connections, each waiting for its effect: p50 ${fmt(c.effect_latency_ms?.p50)} ms, p99 ${fmt(c.effect_latency_ms?.p99)} ms (${c.effects_seen} delivered, ${c.effects_timed_out} timed out); ${E2E_OPEN_LOOP} invoices sent as fast as 16 connections go: ${fmt(o.effects_per_second)} effects delivered per second (${o.effects_seen} delivered, ${o.effects_timed_out} timed out; POST → 2xx p50 ${fmt(o.effect_latency_ms?.p50)} ms, p99 ${fmt(o.effect_latency_ms?.p99)} ms)`);
+}
+const z = results.e2e.sustained;
+if (z) {
+  const from = results.keep_up.rust?.paced?.kept_up ? "the rate ours kept up with in the keep-up scenario, without the dispatcher" : "a fixed top: the keep-up scenario found no rate";
+  const probes = z.probes.map((p) => `${p.rate} req/s ${p.kept_up ? "kept up" : "did not"} (${fmt(p.effects_per_second)} effects/s, p50 ${fmt(p.effect_latency_ms?.p50, 0)} ms, p99 ${fmt(p.effect_latency_ms?.p99, 0)} ms)`);
+  say(`Under sustained load (ours; the consumer and the dispatcher at work, each fulfilment pushed to \`paymos orders\`): paid invoices paced for ${PACED_SECONDS} s, the highest rate whose effects kept up bisected in ${PROBES} runs between a quarter of ${z.top} req/s (${from}) and all of it: at ${z.rate} req/s${z.kept_up ? "" : " (none kept up: the lowest rate)"}, POST → the order system's 2xx p50 ${fmt(z.effect_latency_ms?.p50)} ms, p99 ${fmt(z.effect_latency_ms?.p99)} ms (${z.effects_seen} delivered, ${z.effects_timed_out} timed out; ${fmt(z.effects_per_second)} effects delivered per second). Probes: ${probes.join("; ")}.`);
 }
 say(`Size: wasm ${results.size.wasm_bytes} bytes raw, ${results.size.wasm_gzip_bytes} gzipped (+ ${results.size.glue_js_bytes} bytes of JS glue); deploy bundle (wrangler deploy --dry-run) ${results.size.deploy ?? "not measured"}; the JS receiver ${results.size.js_receiver_bytes} bytes (${results.size.js_receiver_gzip_bytes} gzipped) + its statements.json ${results.size.statements_json_bytes} bytes`);
 say(`Load average (1, 5, 15 min) at start ${results.machine.load_average_at_start.map((x) => x.toFixed(2)).join(", ")}, at end ${results.machine.load_average_at_end.map((x) => x.toFixed(2)).join(", ")}`);
