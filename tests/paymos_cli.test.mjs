@@ -445,7 +445,7 @@ describe("against the worker", () => {
       assert.equal(r.json.duplicate_false, 6, `round ${round}`);
       assert.equal(r.json.effects_seen, 6, `round ${round}: ${JSON.stringify(r.json)}`);
       assert.equal(r.json.effects_timed_out, 0, `round ${round}`);
-      // each latency is its own invoice's, from its POST: none is another run's shipment
+      // each latency measured from its own invoice's POST to its shipment
       assert.ok(r.json.effect_latency_ms.p50 > 0, JSON.stringify(r.json.effect_latency_ms));
     }
     const received = await (await fetch(`${orders.url}/received`)).json();

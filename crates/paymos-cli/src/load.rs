@@ -200,25 +200,28 @@ struct Seen {
 /// with a cursor past them all: the watcher starts there, so an order system that has run
 /// before (another load, a long demo) is not read from its first shipment.
 fn shipped_so_far(orders: &str) -> Result<usize, CliError> {
-    let url = format!("{orders}/received?after={}", usize::MAX);
     let unreachable = |reason: String| CliError::Unreachable {
         url: format!("{orders}/received"),
         reason,
     };
-    let v: Value = http::agent(Duration::from_secs(5))
-        .get(&url)
-        .call()
-        .map_err(|e| unreachable(e.to_string()))?
-        .into_string()
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-        .map_err(|e| unreachable(format!("its answer does not read as JSON: {e}")))?;
+    let v = received_after(&http::agent(Duration::from_secs(5)), orders, usize::MAX)
+        .map_err(unreachable)?;
     v["shipped_total"]
         .as_u64()
         .map(|n| n as usize)
         .ok_or_else(|| {
             unreachable("its answer has no shipped_total: is it `paymos orders`?".into())
         })
+}
+
+/// `GET {orders}/received?after={after}`, as JSON.
+fn received_after(agent: &ureq::Agent, orders: &str, after: usize) -> Result<Value, String> {
+    let r = agent
+        .get(&format!("{orders}/received?after={after}"))
+        .call()
+        .map_err(|e| e.to_string())?;
+    let text = r.into_string().map_err(|e| e.to_string())?;
+    serde_json::from_str(&text).map_err(|e| format!("its answer does not read as JSON: {e}"))
 }
 
 /// Polls `GET {orders}/received?after=N` every 10 ms, from `cursor` on, until `stop`; records
@@ -233,16 +236,7 @@ fn watch_orders(
         let agent = http::agent(Duration::from_secs(5));
         let mut failures = 0;
         while !stop.load(Ordering::Relaxed) {
-            let url = format!("{orders}/received?after={cursor}");
-            match agent
-                .get(&url)
-                .call()
-                .map_err(|e| e.to_string())
-                .and_then(|r| {
-                    r.into_string()
-                        .map_err(|e| e.to_string())
-                        .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|e| e.to_string()))
-                }) {
+            match received_after(&agent, &orders, cursor) {
                 Ok(v) => {
                     failures = 0;
                     let now = Instant::now();
