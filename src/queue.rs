@@ -115,7 +115,8 @@ impl DeliveryMessage {
         push_json_string(&mut out, &self.event_id);
         if let Some(generation) = self.generation {
             out.push_str(",\"generation\":");
-            out.push_str(&generation.to_string());
+            // itoa, not `to_string`: no `core::fmt` on a new delivery's path
+            out.push_str(itoa::Buffer::new().format(generation));
         }
         if let Some(facts) = &self.facts {
             out.push_str(",\"facts\":");
